@@ -1,0 +1,247 @@
+"""Callbacks for :class:`lmlib.trainer.Trainer`: schedules, clipping, regularizers, freezing, stopping, display."""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from collections.abc import Callable, Iterable
+
+import torch
+from torch import nn
+
+from .trainer import Callback, EvalResult, Trainer
+
+
+class LRSchedule(Callback):
+    """Set each parameter group's learning rate to ``base_lr * factor(step)`` before every step.
+
+    ``factor`` is a pure function of the global step (0-based), so schedules can be tested against their
+    formula on their own. Multiplying each group's own base rate keeps discriminative rates intact.
+    """
+
+    def __init__(self, factor: Callable[[int], float]):
+        self.factor = factor
+        self.base_lrs: list[float] | None = None
+        self.lrs: list[float] = []
+
+    def on_fit_begin(self, trainer: Trainer) -> None:
+        if self.base_lrs is None:
+            self.base_lrs = [g.get("initial_lr", g["lr"]) for g in trainer.optimizer.param_groups]
+            for g, lr in zip(trainer.optimizer.param_groups, self.base_lrs):
+                g["initial_lr"] = lr
+
+    def on_batch_begin(self, trainer: Trainer, batch) -> None:
+        f = self.factor(trainer.step)
+        for g, lr in zip(trainer.optimizer.param_groups, self.base_lrs):
+            g["lr"] = lr * f
+        self.lrs.append(trainer.optimizer.param_groups[-1]["lr"])
+
+    def state_dict(self) -> dict:
+        return {"base_lrs": self.base_lrs, "lrs": self.lrs}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.base_lrs, self.lrs = state["base_lrs"], list(state["lrs"])
+
+
+class GradientClipping(Callback):
+    """Rescale gradients so their global L2 norm is at most ``max_norm``; the norm before clipping is logged."""
+
+    def __init__(self, max_norm: float):
+        if max_norm <= 0:
+            raise ValueError(f"max_norm must be positive, got {max_norm}")
+        self.max_norm = max_norm
+        self.norms: list[float] = []
+
+    def after_backward(self, trainer: Trainer) -> None:
+        norm = torch.nn.utils.clip_grad_norm_(trainer.model.parameters(), self.max_norm)
+        self.norms.append(float(norm))
+
+
+class Regularizer(Callback):
+    """Add ``weight * penalty(trainer)`` to the loss (e.g. AR/TAR on stored activations, L2)."""
+
+    def __init__(self, penalty: Callable[[Trainer], torch.Tensor], weight: float = 1.0, name: str = "penalty"):
+        if weight < 0:
+            raise ValueError(f"a regularizer's weight must be non-negative, got {weight}")
+        self.penalty, self.weight, self.name = penalty, weight, name
+        self.values: list[float] = []
+
+    def on_loss(self, trainer: Trainer, loss: torch.Tensor) -> torch.Tensor:
+        if self.weight == 0:
+            return loss
+        extra = self.weight * self.penalty(trainer)
+        self.values.append(float(extra))
+        return loss + extra
+
+
+def freeze(module: nn.Module) -> nn.Module:
+    """Stop gradients for every parameter of ``module``."""
+    for p in module.parameters():
+        p.requires_grad_(False)
+    return module
+
+
+def unfreeze(module: nn.Module) -> nn.Module:
+    for p in module.parameters():
+        p.requires_grad_(True)
+    return module
+
+
+class EarlyStopping(Callback):
+    """Stop when ``monitor`` has not improved for ``patience`` epochs; optionally restore the best weights."""
+
+    def __init__(self, patience: int = 2, monitor: str = "valid_loss", mode: str = "min", restore_best: bool = True):
+        if patience < 1:
+            raise ValueError(f"patience must be at least 1, got {patience}")
+        if mode not in ("min", "max"):
+            raise ValueError(f"mode must be 'min' or 'max', got {mode!r}")
+        self.patience, self.monitor, self.mode, self.restore_best = patience, monitor, mode, restore_best
+        self.best = math.inf if mode == "min" else -math.inf
+        self.best_state: dict | None = None
+        self.bad_epochs = 0
+
+    def on_epoch_end(self, trainer: Trainer, logs: dict[str, float]) -> None:
+        if self.monitor not in logs:
+            raise KeyError(f"EarlyStopping monitors {self.monitor!r} but the epoch logs have {sorted(logs)}; "
+                           f"pass validation data to fit()")
+        value = logs[self.monitor]
+        better = value < self.best if self.mode == "min" else value > self.best
+        if better:
+            self.best, self.bad_epochs = value, 0
+            if self.restore_best:
+                self.best_state = copy.deepcopy(trainer.model.state_dict())
+        else:
+            self.bad_epochs += 1
+            if self.bad_epochs >= self.patience:
+                trainer.stop_training = True
+
+    def on_fit_end(self, trainer: Trainer) -> None:
+        if self.restore_best and self.best_state is not None:
+            trainer.model.load_state_dict(self.best_state)
+
+
+class TimeBudget(Callback):
+    """Stop training after ``seconds`` of wall time, to compare models at the same budget."""
+
+    def __init__(self, seconds: float):
+        if seconds <= 0:
+            raise ValueError(f"seconds must be positive, got {seconds}")
+        self.seconds = seconds
+        self.start = 0.0
+
+    def on_fit_begin(self, trainer: Trainer) -> None:
+        self.start = time.perf_counter()
+
+    def on_batch_end(self, trainer: Trainer, loss: float) -> None:
+        if time.perf_counter() - self.start >= self.seconds:
+            trainer.stop_training = True
+
+
+class MaxSteps(Callback):
+    """Stop once the trainer has taken ``steps`` optimizer steps in total."""
+
+    def __init__(self, steps: int):
+        if steps < 1:
+            raise ValueError(f"steps must be at least 1, got {steps}")
+        self.steps = steps
+
+    def on_batch_end(self, trainer: Trainer, loss: float) -> None:
+        if trainer.step >= self.steps:
+            trainer.stop_training = True
+
+
+class ProgressBar(Callback):
+    """A tqdm bar per epoch showing the running loss (a widget in Jupyter, text elsewhere)."""
+
+    def __init__(self, total: int | None = None, leave: bool = False):
+        self.total, self.leave, self.bar = total, leave, None
+
+    def on_epoch_begin(self, trainer: Trainer) -> None:
+        from tqdm.auto import tqdm
+
+        self.bar = tqdm(total=self.total, desc=f"epoch {trainer.epoch + 1}", leave=self.leave, unit="batch")
+
+    def on_batch_end(self, trainer: Trainer, loss: float) -> None:
+        self.bar.update(1)
+        if trainer.step % 10 == 0:
+            self.bar.set_postfix(loss=f"{loss:.3f}")
+
+    def on_epoch_end(self, trainer: Trainer, logs: dict[str, float]) -> None:
+        self.bar.close()
+
+
+class LivePlot(Callback):
+    """A plotly figure of the training loss (smoothed) and validation loss, redrawn in place as training runs.
+
+    It updates one display slot through IPython's display handles, so it needs no widget machinery and
+    works offline; outside IPython it records but draws nothing. Redraws at most every ``every_s`` seconds.
+    """
+
+    def __init__(self, title: str = "loss", every_s: float = 1.0, smoothing: float = 0.9):
+        if not 0 <= smoothing < 1:
+            raise ValueError(f"smoothing must be in [0, 1), got {smoothing}")
+        self.title, self.every_s, self.smoothing = title, every_s, smoothing
+        self.steps: list[int] = []
+        self.smoothed: list[float] = []
+        self.valid: list[tuple[int, float]] = []
+        self.handle = None
+        self.last_draw = 0.0
+
+    def figure(self):
+        from .viz import line_plot
+
+        series = {"train (smoothed)": (self.steps, self.smoothed)}
+        if self.valid:
+            series["validation"] = ([s for s, _ in self.valid], [v for _, v in self.valid])
+        return line_plot(series, title=self.title, x_title="step", y_title="loss")
+
+    def on_fit_begin(self, trainer: Trainer) -> None:
+        try:
+            from IPython import get_ipython
+            from IPython.display import display
+        except ImportError:
+            return
+        if get_ipython() is not None and self.handle is None:
+            self.handle = display(self.figure(), display_id=True)
+
+    def on_batch_end(self, trainer: Trainer, loss: float) -> None:
+        prev = self.smoothed[-1] if self.smoothed else loss
+        self.steps.append(trainer.step)
+        self.smoothed.append(self.smoothing * prev + (1 - self.smoothing) * loss)
+        if self.handle is not None and time.perf_counter() - self.last_draw > self.every_s:
+            self.handle.update(self.figure())
+            self.last_draw = time.perf_counter()
+
+    def on_epoch_end(self, trainer: Trainer, logs: dict[str, float]) -> None:
+        if "valid_loss" in logs:
+            self.valid.append((trainer.step, logs["valid_loss"]))
+
+    def on_fit_end(self, trainer: Trainer) -> None:
+        if self.handle is not None:
+            self.handle.update(self.figure())
+
+
+class Checkpoint(Callback):
+    """Save a resumable checkpoint to ``path`` at the end of every epoch (atomically)."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def on_epoch_end(self, trainer: Trainer, logs: dict[str, float]) -> None:
+        trainer.save_checkpoint(self.path)
+
+
+class History(Callback):
+    """Record every evaluation result (handy for plotting validation curves at a finer grain)."""
+
+    def __init__(self):
+        self.results: list[tuple[int, EvalResult]] = []
+
+    def on_evaluate_end(self, trainer: Trainer, result: EvalResult) -> None:
+        self.results.append((trainer.step, result))
+
+
+def param_groups(modules: Iterable[nn.Module], lrs: Iterable[float]) -> list[dict]:
+    """Optimizer parameter groups, one per module with its own learning rate (discriminative fine-tuning)."""
+    return [{"params": list(m.parameters()), "lr": lr} for m, lr in zip(modules, lrs)]

@@ -1,0 +1,85 @@
+"""Checkpoints that are safe to load and complete enough to resume exactly.
+
+A training checkpoint holds the model and optimizer state, the trainer's counters and history, the
+callbacks' state and every random generator's state, so that training resumed from it takes the same
+next step as a run that was never interrupted. It is written to a temporary file and renamed into place,
+so a crash mid-write never leaves a half checkpoint, and it is read with ``weights_only=True``, which
+refuses pickled code. Bare model weights (to ship a pretrained model) go to safetensors.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+
+def rng_state() -> dict:
+    np_state = np.random.get_state()
+    py_version, py_state, py_gauss = random.getstate()
+    return {
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        "numpy": {"key": torch.from_numpy(np_state[1].astype(np.int64)), "pos": int(np_state[2]),
+                  "has_gauss": int(np_state[3]), "gauss": float(np_state[4])},
+        "python": {"version": py_version, "state": list(py_state), "gauss": py_gauss},
+    }
+
+
+def set_rng_state(state: dict) -> None:
+    torch.set_rng_state(state["torch"])
+    if state["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+    n = state["numpy"]
+    np.random.set_state(("MT19937", n["key"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["gauss"]))
+    p = state["python"]
+    random.setstate((p["version"], tuple(p["state"]), p["gauss"]))
+
+
+def _atomic(path: Path, write) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def save_checkpoint(path: str | Path, state: dict) -> None:
+    """Write ``state`` plus the random generators' state to ``path`` atomically."""
+    _atomic(Path(path), lambda tmp: torch.save({**state, "rng": rng_state()}, tmp))
+
+
+def load_checkpoint(path: str | Path, map_location=None, restore_rng: bool = True) -> dict:
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no checkpoint at {path}")
+    state = torch.load(path, map_location=map_location, weights_only=True)
+    if restore_rng:
+        set_rng_state(state["rng"])
+    return state
+
+
+def save_weights(model: nn.Module, path: str | Path) -> None:
+    """Model weights only, as safetensors (tied weights are stored once)."""
+    from safetensors.torch import save_model
+
+    _atomic(Path(path), lambda tmp: save_model(model, tmp))
+
+
+def load_weights(model: nn.Module, path: str | Path, strict: bool = True) -> nn.Module:
+    from safetensors.torch import load_model
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no weights at {path}")
+    missing, unexpected = load_model(model, str(path), strict=strict)
+    return model

@@ -1,0 +1,65 @@
+"""Self-checking exercises: the reader writes a function or a value, a check cell says pass or not yet.
+
+A check never raises (a notebook with an unfinished exercise still runs top to bottom); it prints one
+line that begins with ``PASS`` or ``NOT YET`` and returns whether it passed. The reference answers
+come from the library, never from a number typed into the notebook.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+
+
+def _close(a: Any, b: Any, rtol: float, atol: float) -> bool:
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        a, b = torch.as_tensor(a, dtype=torch.float64), torch.as_tensor(b, dtype=torch.float64)
+        return a.shape == b.shape and torch.allclose(a, b, rtol=rtol, atol=atol)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_close(x, y, rtol, atol) for x, y in zip(a, b))
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+        return math.isclose(a, b, rel_tol=rtol, abs_tol=atol)
+    return a == b
+
+
+def check_value(name: str, answer: Any, expected: Any, rtol: float = 1e-4, atol: float = 1e-6, hint: str = "") -> bool:
+    """Compare a value the reader computed with the expected one."""
+    if answer is None or answer is Ellipsis:
+        print(f"NOT YET {name}: no answer yet. {hint}".rstrip())
+        return False
+    if _close(answer, expected, rtol, atol):
+        print(f"PASS {name}")
+        return True
+    print(f"NOT YET {name}: got {answer!r}. {hint}".rstrip())
+    return False
+
+
+def check_function(
+    name: str,
+    fn: Callable,
+    reference: Callable,
+    cases: Iterable[tuple],
+    rtol: float = 1e-4,
+    atol: float = 1e-6,
+    hint: str = "",
+) -> bool:
+    """Run the reader's ``fn`` and the library's ``reference`` on each argument tuple in ``cases``."""
+    for args in cases:
+        try:
+            got = fn(*args)
+        except NotImplementedError:
+            print(f"NOT YET {name}: the function is not written yet. {hint}".rstrip())
+            return False
+        except Exception as err:  # the reader's code: report, do not crash the notebook
+            print(f"NOT YET {name}: calling it with {args!r} raised {type(err).__name__}: {err}")
+            return False
+        want = reference(*args)
+        if got is None or not _close(got, want, rtol, atol):
+            shown = got if not isinstance(got, torch.Tensor) else f"tensor of shape {tuple(got.shape)}"
+            print(f"NOT YET {name}: for input {args!r} expected {want!r}, got {shown!r}. {hint}".rstrip())
+            return False
+    print(f"PASS {name}")
+    return True

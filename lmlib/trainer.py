@@ -1,0 +1,256 @@
+"""One training loop for the whole course, extended by callbacks instead of copied per notebook.
+
+A ``Trainer`` knows nothing about any model. It is given a ``loss_fn(model, batch)`` that returns the
+mean loss of the batch (and, optionally, how many items it averaged over and how many it got right), and
+it does the rest: the optimizer step, token-weighted averages, perplexity, evaluation, history, and
+calling each callback at fixed points:
+
+    on_fit_begin → (on_epoch_begin → (on_batch_begin → on_loss → after_backward → on_batch_end)* →
+    on_epoch_end)* → on_fit_end
+
+A callback may change the loss (regularizers), the gradients (clipping), the learning rates (schedules),
+which parameters train (unfreezing), or stop training (early stopping, a time budget).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from .runtime import pick_device
+
+
+@dataclass
+class BatchResult:
+    """What a loss function reports for one batch: the mean ``loss``, over ``n`` items, ``correct`` of them right."""
+
+    loss: torch.Tensor
+    n: int = 1
+    correct: int | None = None
+
+
+@dataclass
+class EvalResult:
+    loss: float
+    n: int
+    accuracy: float | None = None
+
+    @property
+    def perplexity(self) -> float:
+        """exp of the mean per-token negative log-likelihood (meaningful when the loss is one)."""
+        return math.exp(min(self.loss, 700.0))
+
+
+def _as_result(out: Any) -> BatchResult:
+    if isinstance(out, BatchResult):
+        return out
+    if isinstance(out, torch.Tensor):
+        return BatchResult(out)
+    raise TypeError(f"loss_fn must return a scalar tensor or a BatchResult, got {type(out).__name__}")
+
+
+class Callback:
+    """Base class: override the hooks you need. ``trainer`` is passed to each."""
+
+    def on_fit_begin(self, trainer: Trainer) -> None: ...
+    def on_epoch_begin(self, trainer: Trainer) -> None: ...
+    def on_batch_begin(self, trainer: Trainer, batch: Any) -> None: ...
+    def on_loss(self, trainer: Trainer, loss: torch.Tensor) -> torch.Tensor:
+        return loss
+    def after_backward(self, trainer: Trainer) -> None: ...
+    def on_batch_end(self, trainer: Trainer, loss: float) -> None: ...
+    def on_evaluate_end(self, trainer: Trainer, result: EvalResult) -> None: ...
+    def on_epoch_end(self, trainer: Trainer, logs: dict[str, float]) -> None: ...
+    def on_fit_end(self, trainer: Trainer) -> None: ...
+    def state_dict(self) -> dict:
+        return {}
+    def load_state_dict(self, state: dict) -> None: ...
+
+
+Batches = Iterable[Any] | Callable[[int], Iterable[Any]]
+
+
+class Trainer:
+    """Train ``model`` with ``optimizer`` on the mean loss computed by ``loss_fn(model, batch)``.
+
+    Data is given to :meth:`fit` either as a re-iterable (a list of batches) or as a function
+    ``epoch -> batches``, which is how a new shuffle per epoch stays reproducible after a resume.
+    If ``loss_fn`` has a ``reset()`` method (a stateful RNN loss carrying hidden state across
+    windows), it is called before each pass over the data.
+
+    After each epoch ``history`` gains a dict with ``epoch``, ``step``, ``train_loss``, ``lr``,
+    ``seconds`` and, with validation data, ``valid_loss``, ``valid_ppl`` and ``valid_acc`` (when reported).
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        loss_fn: Callable[[nn.Module, Any], torch.Tensor | BatchResult],
+        callbacks: Iterable[Callback] = (),
+        device: str | torch.device = "auto",
+    ):
+        self.device = pick_device(device) if isinstance(device, str) else device
+        self.model = model.to(self.device)
+        self.optimizer = optimizer
+        self.loss_fn = loss_fn
+        self.callbacks = list(callbacks)
+        self.epoch = 0
+        self.step = 0
+        self.history: list[dict[str, float]] = []
+        self.batch_losses: list[float] = []
+        self.stop_training = False
+        self.last_batch: Any = None
+
+    # -- helpers -------------------------------------------------------------------------------------
+    def _emit(self, hook: str, *args: Any) -> None:
+        for cb in self.callbacks:
+            getattr(cb, hook)(self, *args)
+
+    def to_device(self, batch: Any) -> Any:
+        if isinstance(batch, torch.Tensor):
+            return batch.to(self.device)
+        if isinstance(batch, tuple) and hasattr(batch, "_fields"):
+            return type(batch)(*(self.to_device(b) for b in batch))
+        if isinstance(batch, (list, tuple)):
+            return type(batch)(self.to_device(b) for b in batch)
+        if isinstance(batch, dict):
+            return {k: self.to_device(v) for k, v in batch.items()}
+        return batch
+
+    @staticmethod
+    def _batches(data: Batches, epoch: int) -> Iterable[Any]:
+        if callable(data):
+            return data(epoch)
+        if iter(data) is data:
+            raise TypeError("a one-shot iterator cannot be replayed each epoch: pass a list of batches "
+                            "or a function epoch -> batches")
+        return data
+
+    def _reset_state(self) -> None:
+        reset = getattr(self.loss_fn, "reset", None)
+        if callable(reset):
+            reset()
+
+    @property
+    def lr(self) -> float:
+        return self.optimizer.param_groups[-1]["lr"]
+
+    # -- the loop ------------------------------------------------------------------------------------
+    def train_step(self, batch: Any) -> BatchResult:
+        self.model.train()
+        batch = self.to_device(batch)
+        self.last_batch = batch
+        self._emit("on_batch_begin", batch)
+        result = _as_result(self.loss_fn(self.model, batch))
+        loss = result.loss
+        for cb in self.callbacks:
+            loss = cb.on_loss(self, loss)
+        if not torch.isfinite(loss):
+            raise FloatingPointError(
+                f"loss became {loss.item()} at step {self.step}; lower the learning rate or clip gradients"
+            )
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self._emit("after_backward")
+        self.optimizer.step()
+        self.step += 1
+        value = result.loss.item()
+        self.batch_losses.append(value)
+        self._emit("on_batch_end", value)
+        return result
+
+    def fit(self, train: Batches, epochs: int = 1, valid: Batches | None = None) -> list[dict[str, float]]:
+        """Train for ``epochs`` more epochs (continuing the epoch count after a resume) and return ``history``."""
+        if epochs < 1:
+            raise ValueError(f"epochs must be at least 1, got {epochs}")
+        self.stop_training = False
+        self._emit("on_fit_begin")
+        for _ in range(epochs):
+            start = time.perf_counter()
+            self._emit("on_epoch_begin")
+            self._reset_state()
+            total, count = 0.0, 0
+            for batch in self._batches(train, self.epoch):
+                result = self.train_step(batch)
+                total += result.loss.item() * result.n
+                count += result.n
+                if self.stop_training:
+                    break
+            if count == 0:
+                raise ValueError("the training data yielded no batches")
+            logs = {"epoch": self.epoch + 1, "step": self.step, "train_loss": total / count, "lr": self.lr}
+            if valid is not None:
+                res = self.evaluate(valid)
+                logs.update(valid_loss=res.loss, valid_ppl=res.perplexity)
+                if res.accuracy is not None:
+                    logs["valid_acc"] = res.accuracy
+            logs["seconds"] = time.perf_counter() - start
+            self.epoch += 1
+            self.history.append(logs)
+            self._emit("on_epoch_end", logs)
+            if self.stop_training:
+                break
+        self._emit("on_fit_end")
+        return self.history
+
+    @torch.no_grad()
+    def evaluate(self, data: Batches) -> EvalResult:
+        """Mean loss (and accuracy when the loss function reports ``correct``) over ``data``, in eval mode."""
+        was_training = self.model.training
+        self.model.eval()
+        self._reset_state()
+        total, count, correct, has_correct = 0.0, 0, 0, False
+        for batch in self._batches(data, self.epoch):
+            result = _as_result(self.loss_fn(self.model, self.to_device(batch)))
+            total += result.loss.item() * result.n
+            count += result.n
+            if result.correct is not None:
+                has_correct, correct = True, correct + result.correct
+        self._reset_state()
+        self.model.train(was_training)
+        if count == 0:
+            raise ValueError("the evaluation data yielded no batches")
+        res = EvalResult(total / count, count, correct / count if has_correct else None)
+        self._emit("on_evaluate_end", res)
+        return res
+
+    # -- checkpoints ---------------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "epoch": self.epoch,
+            "step": self.step,
+            "history": self.history,
+            "batch_losses": self.batch_losses,
+            "callbacks": [cb.state_dict() for cb in self.callbacks],
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.epoch, self.step = int(state["epoch"]), int(state["step"])
+        self.history = [dict(h) for h in state["history"]]
+        self.batch_losses = list(state["batch_losses"])
+        if len(state["callbacks"]) != len(self.callbacks):
+            raise ValueError(f"checkpoint has {len(state['callbacks'])} callback states, trainer has "
+                             f"{len(self.callbacks)} callbacks; build the trainer with the same callbacks")
+        for cb, cb_state in zip(self.callbacks, state["callbacks"]):
+            cb.load_state_dict(cb_state)
+
+    def save_checkpoint(self, path) -> None:
+        from .checkpoint import save_checkpoint
+
+        save_checkpoint(path, self.state_dict())
+
+    def load_checkpoint(self, path) -> None:
+        from .checkpoint import load_checkpoint
+
+        self.load_state_dict(load_checkpoint(path, map_location=self.device))

@@ -1,0 +1,113 @@
+"""Plots used across the course, and a way to show library code inside a notebook.
+
+Figures are plain plotly ``go.Figure`` objects on plotly's default renderer, which in JupyterLab is a
+~7 KB JSON bundle drawn by the bundled extension: no CDN, so they render offline.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping, Sequence
+
+import plotly.graph_objects as go
+
+LAYOUT = dict(template="plotly_white", margin=dict(l=60, r=20, t=50, b=50), height=380)
+
+
+def heatmap(
+    z,
+    x: Sequence[str] | None = None,
+    y: Sequence[str] | None = None,
+    title: str = "",
+    colorscale: str = "Blues",
+    zmin: float | None = None,
+    zmax: float | None = None,
+    text_format: str | None = ".2f",
+) -> go.Figure:
+    """A labelled heatmap of a 2-D array (attention weights, embeddings, gate values...).
+
+    Rows are ``y`` from top to bottom, as a matrix is read; cells are annotated when the matrix is small.
+    """
+    import numpy as np
+
+    z = np.asarray(z.detach().cpu() if hasattr(z, "detach") else z, dtype=float)
+    if z.ndim != 2:
+        raise ValueError(f"heatmap needs a 2-D array, got shape {z.shape}")
+    if x is not None and len(x) != z.shape[1]:
+        raise ValueError(f"{len(x)} column labels for {z.shape[1]} columns")
+    if y is not None and len(y) != z.shape[0]:
+        raise ValueError(f"{len(y)} row labels for {z.shape[0]} rows")
+    annotate = text_format is not None and z.size <= 400
+    fig = go.Figure(go.Heatmap(
+        z=z, x=list(x) if x is not None else None, y=list(y) if y is not None else None,
+        colorscale=colorscale, zmin=zmin, zmax=zmax,
+        text=np.vectorize(lambda v: format(v, text_format))(z) if annotate else None,
+        texttemplate="%{text}" if annotate else None,
+        hovertemplate="row %{y}<br>col %{x}<br>%{z:.3f}<extra></extra>",
+    ))
+    fig.update_layout(title=title, **LAYOUT)
+    fig.update_yaxes(autorange="reversed")
+    if x is not None:
+        fig.update_xaxes(type="category")
+    if y is not None:
+        fig.update_yaxes(type="category")
+    return fig
+
+
+def line_plot(
+    series: Mapping[str, Sequence[float] | tuple[Sequence[float], Sequence[float]]],
+    title: str = "",
+    x_title: str = "",
+    y_title: str = "",
+    log_y: bool = False,
+    markers: bool = False,
+) -> go.Figure:
+    """Several named curves on one plot. Each value is ``ys`` or an ``(xs, ys)`` pair."""
+    fig = go.Figure()
+    for name, values in series.items():
+        if isinstance(values, tuple) and len(values) == 2:
+            xs, ys = values
+        else:
+            xs, ys = list(range(len(values))), values
+        if len(xs) != len(ys):
+            raise ValueError(f"series {name!r} has {len(xs)} x values but {len(ys)} y values")
+        fig.add_trace(go.Scatter(x=list(xs), y=list(ys), name=name, mode="lines+markers" if markers else "lines"))
+    fig.update_layout(title=title, xaxis_title=x_title, yaxis_title=y_title, **LAYOUT)
+    if log_y:
+        fig.update_yaxes(type="log")
+    return fig
+
+
+def bar_plot(values: Mapping[str, float], title: str = "", y_title: str = "", text_format: str = ".1f") -> go.Figure:
+    """One bar per named value, labelled with the value."""
+    names, ys = list(values), list(values.values())
+    fig = go.Figure(go.Bar(x=names, y=ys, text=[format(v, text_format) for v in ys], textposition="outside"))
+    fig.update_layout(title=title, yaxis_title=y_title, **LAYOUT)
+    return fig
+
+
+def source(obj) -> str:
+    """The source code of a library function, class or module."""
+    try:
+        return inspect.getsource(obj)
+    except (TypeError, OSError) as err:
+        raise TypeError(f"cannot show the source of {obj!r}: {err}") from None
+
+
+def show_source(obj, start: str | None = None, lines: int | None = None):
+    """Display the real source of ``obj`` in the notebook, syntax-highlighted.
+
+    ``start`` begins the listing at the first line containing that text; ``lines`` limits its length.
+    The notebook always shows the library's current code, never a pasted copy.
+    """
+    from IPython.display import Code
+
+    text = source(obj).splitlines()
+    if start is not None:
+        hits = [i for i, line in enumerate(text) if start in line]
+        if not hits:
+            raise ValueError(f"{start!r} does not occur in the source of {getattr(obj, '__qualname__', obj)}")
+        text = text[hits[0]:]
+    if lines is not None:
+        text = text[:lines]
+    return Code("\n".join(text), language="python")

@@ -1,0 +1,106 @@
+"""Vocabularies: the map between tokens (words or characters) and integer ids.
+
+Ids are assigned in a fixed order so that the same corpus always gives the same vocabulary:
+special tokens first, in the order given, then the remaining types by falling frequency, ties broken
+alphabetically. A character vocabulary is the same class fed a string (iterating a string yields characters).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+
+
+class Vocab:
+    """Token <-> id map.
+
+    Args:
+        tokens: the training tokens (an iterable of strings, a string for characters, or a ``Counter``).
+        min_freq: types seen fewer times than this are left out and map to ``unk``.
+        max_size: keep at most this many types in total, specials included.
+        specials: tokens that always get the first ids, e.g. ``("<pad>", "<unk>")``.
+        unk: the token unknown types map to. It is added to ``specials`` if missing. With ``unk=None``
+            an unknown token is an error instead, which is what a closed vocabulary such as PTB's wants.
+    """
+
+    def __init__(
+        self,
+        tokens: Iterable[str] | Counter,
+        *,
+        min_freq: int = 1,
+        max_size: int | None = None,
+        specials: Iterable[str] = (),
+        unk: str | None = "<unk>",
+    ):
+        if min_freq < 1:
+            raise ValueError(f"min_freq must be at least 1, got {min_freq}")
+        counts = tokens if isinstance(tokens, Counter) else Counter(tokens)
+        specials = list(dict.fromkeys(specials))
+        if unk is not None and unk not in specials:
+            specials.append(unk)
+        if max_size is not None and max_size < len(specials):
+            raise ValueError(f"max_size={max_size} leaves no room for the {len(specials)} special tokens {specials}")
+        kept = sorted((t for t, c in counts.items() if c >= min_freq and t not in specials), key=lambda t: (-counts[t], t))
+        if max_size is not None:
+            kept = kept[: max_size - len(specials)]
+        self.itos: list[str] = specials + kept
+        if not self.itos:
+            raise ValueError("cannot build a vocabulary from an empty corpus")
+        self.stoi: dict[str, int] = {t: i for i, t in enumerate(self.itos)}
+        self.unk = unk
+        self.counts = Counter({t: counts[t] for t in self.itos if t in counts})
+
+    def __len__(self) -> int:
+        return len(self.itos)
+
+    def __contains__(self, token: str) -> bool:
+        return token in self.stoi
+
+    def __repr__(self) -> str:
+        head = ", ".join(repr(t) for t in self.itos[:6])
+        return f"Vocab({len(self)} types: {head}{', ...' if len(self) > 6 else ''})"
+
+    @property
+    def unk_id(self) -> int | None:
+        return None if self.unk is None else self.stoi[self.unk]
+
+    def __getitem__(self, token: str) -> int:
+        idx = self.stoi.get(token)
+        if idx is not None:
+            return idx
+        if self.unk is None:
+            raise KeyError(
+                f"{token!r} is not in the vocabulary ({len(self)} types) and it has no unknown-token; "
+                f"build it with unk='<unk>' to map unseen tokens, or map the token before encoding"
+            )
+        return self.stoi[self.unk]
+
+    def encode(self, tokens: Iterable[str]) -> list[int]:
+        return [self[t] for t in tokens]
+
+    def decode(self, ids: Iterable[int], sep: str | None = None) -> list[str] | str:
+        """Tokens for ``ids``; joined with ``sep`` when it is given (``""`` for characters, ``" "`` for words)."""
+        try:
+            tokens = [self.itos[int(i)] for i in ids]
+        except IndexError:
+            bad = [int(i) for i in ids if not 0 <= int(i) < len(self)]
+            raise IndexError(f"ids {bad[:5]} are outside this vocabulary of {len(self)} types") from None
+        return tokens if sep is None else sep.join(tokens)
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps({"itos": self.itos, "unk": self.unk, "counts": dict(self.counts)}))
+
+    @classmethod
+    def load(cls, path: str | Path) -> Vocab:
+        state = json.loads(Path(path).read_text())
+        vocab = cls.__new__(cls)
+        vocab.itos = state["itos"]
+        vocab.stoi = {t: i for i, t in enumerate(vocab.itos)}
+        vocab.unk = state["unk"]
+        vocab.counts = Counter(state["counts"])
+        return vocab
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Vocab) and self.itos == other.itos and self.unk == other.unk

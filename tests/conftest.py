@@ -1,0 +1,11 @@
+"""Settings shared by the unit tests and the notebook runs (nbval starts each kernel with this environment)."""
+
+import os
+
+# A from_pretrained call would otherwise wait ~30 s on the network before failing.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# Notebooks are tested in the preset a class would run live.
+os.environ.setdefault("LMLIB_PRESET", "teach")
+# Progress bars are noise in stored outputs.
+os.environ.setdefault("TQDM_DISABLE", "1")
