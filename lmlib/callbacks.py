@@ -71,7 +71,7 @@ class Regularizer(Callback):
         if self.weight == 0:
             return loss
         extra = self.weight * self.penalty(trainer)
-        self.values.append(float(extra))
+        self.values.append(float(extra.detach()))
         return loss + extra
 
 

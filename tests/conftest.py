@@ -9,3 +9,12 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("LMLIB_PRESET", "teach")
 # Progress bars are noise in stored outputs.
 os.environ.setdefault("TQDM_DISABLE", "1")
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def ptb_train():
+    from lmlib.data import load_ptb
+
+    return load_ptb("train")

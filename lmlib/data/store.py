@@ -16,6 +16,7 @@ Where the files live, in order:
 from __future__ import annotations
 
 import hashlib
+import http.client
 import io
 import os
 import tempfile
@@ -82,7 +83,7 @@ def _download(url: str) -> bytes:
         with urllib.request.urlopen(request, timeout=CONNECT_TIMEOUT_S) as response:
             expected = response.headers.get("Content-Length")
             body = response.read()
-    except (urllib.error.URLError, OSError) as err:
+    except (urllib.error.URLError, OSError, http.client.HTTPException) as err:
         raise DataError(
             f"could not download {url}: {getattr(err, 'reason', err)}. If this machine is offline, "
             f"copy the dataset into a folder and set LMLIB_DATA_DIR to it."

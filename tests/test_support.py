@@ -1,0 +1,126 @@
+"""Presets, seeding, plots, the source viewer, exercise checks, weight files and the PTB table."""
+
+import random
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import lmlib
+from lmlib import exercises, leaderboard, presets, viz
+from lmlib.checkpoint import load_weights, save_weights
+
+
+def test_presets_follow_the_environment(monkeypatch):
+    monkeypatch.delenv("LMLIB_PRESET", raising=False)
+    assert presets.current() == "teach" and presets.choose(teach=1, full=13) == 1
+    monkeypatch.setenv("LMLIB_PRESET", "FULL")
+    assert presets.choose(teach=1, full=13) == 13
+    monkeypatch.setenv("LMLIB_PRESET", "fast")
+    with pytest.raises(ValueError, match="teach, full"):
+        presets.current()
+
+
+def test_seed_everything_reproduces_all_three_generators():
+    def draw():
+        return random.random(), float(np.random.rand()), float(torch.rand(1))
+
+    lmlib.seed_everything(5)
+    first = draw()
+    lmlib.seed_everything(5)
+    assert draw() == first
+    with pytest.raises(ValueError):
+        lmlib.seed_everything(-1)
+
+
+def test_pick_device():
+    assert lmlib.pick_device("cpu").type == "cpu"
+    assert lmlib.pick_device().type == ("cuda" if torch.cuda.is_available() else "cpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match="no CUDA"):
+            lmlib.pick_device("cuda")
+
+
+def test_heatmap_keeps_matrix_orientation_and_checks_labels():
+    z = torch.tensor([[0.1, 0.9], [0.7, 0.3], [0.5, 0.5]])
+    fig = viz.heatmap(z, x=["a", "b"], y=["p", "q", "r"])
+    assert np.allclose(fig.data[0].z, z.numpy()) and list(fig.data[0].y) == ["p", "q", "r"]
+    assert fig.layout.yaxis.autorange == "reversed"
+    with pytest.raises(ValueError, match="3 column labels for 2 columns"):
+        viz.heatmap(z, x=["a", "b", "c"])
+    with pytest.raises(ValueError, match="2-D"):
+        viz.heatmap(torch.zeros(2, 2, 2))
+
+
+def test_line_and_bar_plots():
+    fig = viz.line_plot({"a": [1, 2, 3], "b": ([0, 10], [5, 6])}, log_y=True)
+    assert list(fig.data[1].x) == [0, 10] and fig.layout.yaxis.type == "log"
+    with pytest.raises(ValueError, match="2 x values but 1"):
+        viz.line_plot({"c": ([1, 2], [3])})
+    assert list(viz.bar_plot({"x": 1.0, "y": 2.5}).data[0].text) == ["1.0", "2.5"]
+
+
+def test_show_source_displays_the_real_code():
+    code = viz.show_source(lmlib.Vocab.encode)
+    assert "def encode" in code.data
+    tail = viz.show_source(viz.heatmap, start="annotate =", lines=1)
+    assert tail.data.strip().startswith("annotate =")
+    with pytest.raises(ValueError, match="does not occur"):
+        viz.show_source(viz.heatmap, start="no such text")
+
+
+def test_exercise_checks_print_pass_or_not_yet_and_never_raise(capsys):
+    assert exercises.check_value("sum", 3.0, 3.0) is True
+    assert exercises.check_value("sum", None, 3.0) is False
+    assert exercises.check_value("vec", torch.ones(2), torch.ones(2)) is True
+    assert exercises.check_value("vec", torch.ones(3), torch.ones(2)) is False
+
+    def unfinished(x):
+        raise NotImplementedError
+
+    def wrong(x):
+        return x + 1
+
+    def crashes(x):
+        return x / "a"
+
+    square = lambda x: x * x  # noqa: E731
+    assert exercises.check_function("sq", square, lambda x: x ** 2, [(2,), (3.5,)]) is True
+    assert exercises.check_function("sq", unfinished, square, [(2,)]) is False
+    assert exercises.check_function("sq", wrong, square, [(2,)]) is False
+    assert exercises.check_function("sq", crashes, square, [(2,)]) is False
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] + " " + line.split()[1] for line in lines] == [
+        "PASS sum", "NOT YET", "PASS vec", "NOT YET", "PASS sq", "NOT YET", "NOT YET", "NOT YET"]
+    assert "expected 4" in lines[6] and "TypeError" in lines[7]
+
+
+def test_weights_round_trip_through_safetensors_with_tied_weights(tmp_path):
+    class Tied(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(7, 4)
+            self.out = nn.Linear(4, 7)
+            self.out.weight = self.emb.weight
+
+    a, b = Tied(), Tied()
+    save_weights(a, tmp_path / "w.safetensors")
+    load_weights(b, tmp_path / "w.safetensors")
+    assert torch.equal(a.emb.weight, b.emb.weight) and b.out.weight is b.emb.weight
+    with pytest.raises(FileNotFoundError):
+        load_weights(b, tmp_path / "none.safetensors")
+
+
+def test_leaderboard_records_measured_rows_beside_published_ones(tmp_path, monkeypatch):
+    monkeypatch.setenv("LMLIB_RESULTS_DIR", str(tmp_path))
+    leaderboard.record("my KN5", 150.0, "01", "teach")
+    leaderboard.record("my KN5", 145.0, "01", "teach")
+    rows = leaderboard.table()
+    mine = [r for r in rows if r["model"] == "my KN5"]
+    assert len(mine) == 1 and mine[0]["test_ppl"] == 145.0
+    assert [r["test_ppl"] for r in rows] == sorted((r["test_ppl"] for r in rows), reverse=True)
+    assert any(r["source"].startswith("published") and r["test_ppl"] == 141.2 for r in rows)
+    assert len(leaderboard.show().data[0].cells.values[0]) == len(rows)
+    with pytest.raises(ValueError, match="greater than 1"):
+        leaderboard.record("bad", 0.5, "01", "teach")

@@ -1,0 +1,244 @@
+"""The Trainer and its callbacks: learning, reproducibility, resuming, and each callback against its definition."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import lmlib
+from lmlib.batching import batchify, bptt_batches, random_blocks
+from lmlib.callbacks import (
+    Checkpoint, EarlyStopping, GradientClipping, LivePlot, LRSchedule, MaxSteps, Regularizer, TimeBudget,
+    freeze, param_groups, unfreeze,
+)
+from lmlib.objectives import StatefulLMLoss, classification_loss, next_token_loss
+from lmlib.batching import classification_batches
+from lmlib.trainer import BatchResult, Trainer
+
+
+class TinyLM(nn.Module):
+    def __init__(self, vocab=12, dim=16, dropout=0.2):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, dim)
+        self.drop = nn.Dropout(dropout)
+        self.out = nn.Linear(dim, vocab)
+
+    def forward(self, x):
+        return self.out(self.drop(torch.tanh(self.emb(x))))
+
+
+class TinyRNNLM(nn.Module):
+    def __init__(self, vocab=12, dim=16):
+        super().__init__()
+        self.emb, self.rnn, self.out = nn.Embedding(vocab, dim), nn.GRU(dim, dim, batch_first=True), nn.Linear(dim, vocab)
+
+    def forward(self, x, state=None):
+        h, state = self.rnn(self.emb(x), state)
+        return self.out(h), state
+
+
+IDS = torch.tensor([(3 * i) % 12 for i in range(400)])
+
+
+def blocks(epoch):
+    g = torch.Generator().manual_seed(1000 + epoch)
+    return [random_blocks(IDS, 8, 4, g) for _ in range(10)]
+
+
+def make_trainer(callbacks=(), lr=1e-2, seed=0):
+    lmlib.seed_everything(seed)
+    model = TinyLM()
+    return Trainer(model, torch.optim.Adam(model.parameters(), lr), next_token_loss, callbacks=list(callbacks), device="cpu")
+
+
+def test_a_tiny_model_overfits_one_batch():
+    batch = random_blocks(IDS, 8, 4, torch.Generator().manual_seed(0))
+    trainer = make_trainer(lr=5e-2)
+    trainer.model.drop.p = 0.0
+    trainer.fit([batch], epochs=150)
+    assert trainer.history[0]["train_loss"] > 2.0
+    assert trainer.evaluate([batch]).loss < 0.01
+
+
+def test_the_same_seed_gives_identical_losses_and_another_seed_does_not():
+    a = make_trainer(seed=7); a.fit(blocks, epochs=2)
+    b = make_trainer(seed=7); b.fit(blocks, epochs=2)
+    c = make_trainer(seed=8); c.fit(blocks, epochs=2)
+    assert a.batch_losses == b.batch_losses
+    assert a.batch_losses != c.batch_losses
+
+
+def test_resuming_from_a_checkpoint_matches_an_uninterrupted_run(tmp_path):
+    schedule = lambda: LRSchedule(lambda t: 1.0 / (1 + 0.1 * t))  # noqa: E731
+    straight = make_trainer([schedule(), GradientClipping(1.0)], seed=3)
+    straight.fit(blocks, epochs=3)
+
+    first = make_trainer([schedule(), GradientClipping(1.0), Checkpoint(tmp_path / "ck.pt")], seed=3)
+    first.fit(blocks, epochs=1)
+    torch.manual_seed(12345)  # whatever happens between the runs must not matter
+    second = make_trainer([schedule(), GradientClipping(1.0), Checkpoint(tmp_path / "ck.pt")], seed=99)
+    second.load_checkpoint(tmp_path / "ck.pt")
+    second.fit(blocks, epochs=2)
+
+    assert second.batch_losses == straight.batch_losses  # dropout masks, Adam moments, lr all continue exactly
+    assert [h["train_loss"] for h in second.history] == [h["train_loss"] for h in straight.history]
+    for p, q in zip(second.model.parameters(), straight.model.parameters()):
+        assert torch.equal(p, q)
+
+
+def test_checkpoints_are_loaded_weights_only_and_written_atomically(tmp_path):
+    trainer = make_trainer()
+    trainer.fit(blocks, epochs=1)
+    trainer.save_checkpoint(tmp_path / "ck.pt")
+    assert [p.name for p in tmp_path.iterdir()] == ["ck.pt"]
+    torch.load(tmp_path / "ck.pt", weights_only=True)
+    with pytest.raises(FileNotFoundError):
+        trainer.load_checkpoint(tmp_path / "missing.pt")
+
+
+def test_evaluate_weights_batches_by_their_token_counts():
+    model = TinyLM(dropout=0.0)
+    trainer = Trainer(model, torch.optim.SGD(model.parameters(), 0.1), next_token_loss, device="cpu")
+    small, large = random_blocks(IDS, 2, 1), random_blocks(IDS, 8, 5)
+    res = trainer.evaluate([small, large])
+    with torch.no_grad():
+        nll = sum(F.cross_entropy(model(x).flatten(0, 1), y.flatten(), reduction="sum").item() for x, y in [small, large])
+    assert res.n == 42
+    assert res.loss == pytest.approx(nll / 42, rel=1e-6)
+    assert res.perplexity == pytest.approx(math.exp(nll / 42), rel=1e-6)
+
+
+def test_stateful_loss_carries_state_across_windows_and_is_reset_each_pass():
+    lmlib.seed_everything(0)
+    model = TinyRNNLM()
+    loss = StatefulLMLoss()
+    trainer = Trainer(model, torch.optim.SGD(model.parameters(), 0.5), loss, device="cpu")
+    windows = list(bptt_batches(batchify(IDS, 4), 10))
+    trainer.fit(windows, epochs=2)
+    assert loss.state is not None and not loss.state.requires_grad
+    # evaluating window by window with the carried state equals one pass over the whole stream
+    res = trainer.evaluate(windows)
+    with torch.no_grad():
+        logits, _ = model(batchify(IDS, 4)[:, :-1])
+        whole = F.cross_entropy(logits.flatten(0, 1), batchify(IDS, 4)[:, 1:].flatten()).item()
+    assert res.loss == pytest.approx(whole, rel=1e-5)
+
+
+def test_lr_schedule_sets_each_groups_rate_from_its_own_base():
+    model = TinyLM()
+    groups = param_groups([model.emb, model.out], [0.1, 0.4])
+    sched = LRSchedule(lambda t: 0.5 ** t)
+    trainer = Trainer(model, torch.optim.SGD(groups), next_token_loss, callbacks=[sched], device="cpu")
+    trainer.fit(blocks, epochs=1)
+    assert sched.lrs == pytest.approx([0.4 * 0.5 ** t for t in range(10)])
+    assert [g["lr"] for g in trainer.optimizer.param_groups] == pytest.approx([0.1 * 0.5 ** 9, 0.4 * 0.5 ** 9])
+
+
+def test_gradient_clipping_bounds_the_global_norm_and_logs_the_raw_one():
+    seen = []
+
+    class Probe(lmlib.Callback):
+        def after_backward(self, trainer):
+            seen.append(torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in trainer.model.parameters()])).item())
+
+    clip = GradientClipping(1e-3)
+    trainer = make_trainer([clip, Probe()])
+    trainer.fit(blocks, epochs=1)
+    assert all(n <= 1e-3 * (1 + 1e-4) for n in seen)
+    assert all(raw > 1e-3 for raw in clip.norms)
+    with pytest.raises(ValueError, match="positive"):
+        GradientClipping(0)
+
+
+def test_regularizer_adds_its_weighted_penalty_to_the_optimized_loss():
+    penalty = lambda trainer: sum((p ** 2).sum() for p in trainer.model.parameters())  # noqa: E731
+    reg = Regularizer(penalty, weight=1e-3)
+    plain = make_trainer(seed=4)
+    plain.fit(blocks, epochs=1)
+    regular = make_trainer([reg], seed=4)
+    regular.fit(blocks, epochs=1)
+    assert len(reg.values) == 10 and reg.values[0] > 0
+    assert regular.batch_losses[0] == plain.batch_losses[0]  # reported loss is the data loss
+    assert regular.batch_losses[1] != plain.batch_losses[1]  # but the update differed
+    with pytest.raises(ValueError, match="non-negative"):
+        Regularizer(penalty, weight=-1)
+
+
+def test_frozen_parameters_do_not_change():
+    trainer = make_trainer()
+    freeze(trainer.model.emb)
+    before = trainer.model.emb.weight.clone()
+    trainer.fit(blocks, epochs=1)
+    assert torch.equal(before, trainer.model.emb.weight)
+    unfreeze(trainer.model.emb)
+    trainer.fit(blocks, epochs=1)
+    assert not torch.equal(before, trainer.model.emb.weight)
+
+
+def test_early_stopping_stops_after_patience_and_restores_the_best_weights():
+    stopper = EarlyStopping(patience=2)
+    trainer = make_trainer([stopper], lr=5.0)  # a rate this high makes validation loss wander upward
+    trainer.fit(blocks, epochs=30, valid=blocks)
+    losses = [h["valid_loss"] for h in trainer.history]
+    best = losses.index(min(losses))
+    assert len(losses) == best + 3  # stopped two epochs after the best
+    assert trainer.evaluate(blocks).loss == pytest.approx(min(losses), rel=1e-6)
+    with pytest.raises(KeyError, match="validation data"):
+        make_trainer([EarlyStopping()]).fit(blocks, epochs=1)
+
+
+def test_max_steps_and_time_budget_stop_training():
+    trainer = make_trainer([MaxSteps(13)])
+    trainer.fit(blocks, epochs=5)
+    assert trainer.step == 13 and trainer.epoch == 2
+    budget = make_trainer([TimeBudget(1e-9)])
+    budget.fit(blocks, epochs=5)
+    assert budget.step == 1
+
+
+def test_classification_loss_reports_accuracy():
+    class BagOfWords(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb, self.out = nn.Embedding(10, 8), nn.Linear(8, 2)
+
+        def forward(self, ids, mask):
+            summed = (self.emb(ids) * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
+            return self.out(summed)
+
+    lmlib.seed_everything(0)
+    seqs = [[1 + i % 4, 5 + i % 4] if i % 2 else [2, 3, 4] for i in range(40)]
+    labels = [i % 2 for i in range(40)]
+    model = BagOfWords()
+    trainer = Trainer(model, torch.optim.Adam(model.parameters(), 0.05), classification_loss, device="cpu")
+    data = lambda epoch: classification_batches(seqs, labels, 8, pad_id=0, seed=epoch)  # noqa: E731
+    trainer.fit(data, epochs=20, valid=data)
+    assert trainer.history[-1]["valid_acc"] == 1.0
+
+
+def test_bad_data_and_bad_losses_are_clear_errors():
+    trainer = make_trainer()
+    with pytest.raises(TypeError, match="one-shot iterator"):
+        trainer.fit(iter(blocks(0)), epochs=1)
+    with pytest.raises(ValueError, match="no batches"):
+        trainer.fit([], epochs=1)
+    with pytest.raises(ValueError, match="epochs"):
+        trainer.fit(blocks, epochs=0)
+    bad = Trainer(TinyLM(), torch.optim.SGD(TinyLM().parameters(), 0.1), lambda m, b: 3.0, device="cpu")
+    with pytest.raises(TypeError, match="BatchResult"):
+        bad.fit(blocks, epochs=1)
+    nan = make_trainer()
+    nan.loss_fn = lambda m, b: BatchResult(next_token_loss(m, b).loss * float("nan"))
+    with pytest.raises(FloatingPointError, match="learning rate"):
+        nan.fit(blocks, epochs=1)
+
+
+def test_live_plot_records_outside_a_notebook():
+    plot = LivePlot()
+    trainer = make_trainer([plot])
+    trainer.fit(blocks, epochs=2, valid=blocks)
+    assert plot.steps == list(range(1, 21)) and len(plot.valid) == 2
+    fig = plot.figure()
+    assert [t.name for t in fig.data] == ["train (smoothed)", "validation"]
