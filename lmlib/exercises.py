@@ -14,6 +14,23 @@ from typing import Any
 import torch
 
 
+class Outcome:
+    """The result of a check: true when it passed. It prints nothing when it is a cell's last value,
+    because the check has already said PASS or NOT YET."""
+
+    def __init__(self, passed: bool):
+        self.passed = passed
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def __repr__(self) -> str:
+        return "PASS" if self.passed else "NOT YET"
+
+    def _ipython_display_(self) -> None:
+        pass
+
+
 def _close(a: Any, b: Any, rtol: float, atol: float) -> bool:
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
         a, b = torch.as_tensor(a, dtype=torch.float64), torch.as_tensor(b, dtype=torch.float64)
@@ -25,16 +42,16 @@ def _close(a: Any, b: Any, rtol: float, atol: float) -> bool:
     return a == b
 
 
-def check_value(name: str, answer: Any, expected: Any, rtol: float = 1e-4, atol: float = 1e-6, hint: str = "") -> bool:
+def check_value(name: str, answer: Any, expected: Any, rtol: float = 1e-4, atol: float = 1e-6, hint: str = "") -> Outcome:
     """Compare a value the reader computed with the expected one."""
     if answer is None or answer is Ellipsis:
         print(f"NOT YET {name}: no answer yet. {hint}".rstrip())
-        return False
+        return Outcome(False)
     if _close(answer, expected, rtol, atol):
         print(f"PASS {name}")
-        return True
+        return Outcome(True)
     print(f"NOT YET {name}: got {answer!r}. {hint}".rstrip())
-    return False
+    return Outcome(False)
 
 
 def check_function(
@@ -45,21 +62,21 @@ def check_function(
     rtol: float = 1e-4,
     atol: float = 1e-6,
     hint: str = "",
-) -> bool:
+) -> Outcome:
     """Run the reader's ``fn`` and the library's ``reference`` on each argument tuple in ``cases``."""
     for args in cases:
         try:
             got = fn(*args)
         except NotImplementedError:
             print(f"NOT YET {name}: the function is not written yet. {hint}".rstrip())
-            return False
+            return Outcome(False)
         except Exception as err:  # the reader's code: report, do not crash the notebook
             print(f"NOT YET {name}: calling it with {args!r} raised {type(err).__name__}: {err}")
-            return False
+            return Outcome(False)
         want = reference(*args)
         if got is None or not _close(got, want, rtol, atol):
             shown = got if not isinstance(got, torch.Tensor) else f"tensor of shape {tuple(got.shape)}"
             print(f"NOT YET {name}: for input {args!r} expected {want!r}, got {shown!r}. {hint}".rstrip())
-            return False
+            return Outcome(False)
     print(f"PASS {name}")
-    return True
+    return Outcome(True)
