@@ -1,0 +1,103 @@
+"""Bengio et al. (2003) NNLM: the forward pass against the paper's formula written out by hand."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from lmlib import Trainer
+from lmlib.nnlm import NNLM, NNLMConfig, ngram_windows, nnlm_loss, perplexity, window_batches
+
+
+def _model(direct: bool, seed: int = 0) -> NNLM:
+    torch.manual_seed(seed)
+    model = NNLM(NNLMConfig(vocab_size=11, order=4, embed_dim=3, hidden_dim=5, direct=direct))
+    if direct:  # W starts at zero; give it values so the test sees it
+        with torch.no_grad():
+            model.W.normal_()
+    return model
+
+
+@pytest.mark.parametrize("direct", [False, True])
+def test_forward_equals_the_formula_by_hand(direct):
+    model = _model(direct)
+    context = torch.tensor([[1, 2, 3], [4, 4, 0], [10, 9, 8]])
+    C, H, d, U, b = model.C.weight, model.H, model.d, model.U, model.b
+    for row, words in enumerate(context):
+        x = torch.cat([C[w] for w in words])  # (C(w_{t-3}), C(w_{t-2}), C(w_{t-1}))
+        y = b + U @ torch.tanh(d + H @ x)
+        if direct:
+            y = y + model.W @ x
+        torch.testing.assert_close(model(context)[row], y)
+
+
+def test_lecture_form_is_the_same_network():
+    """z = tanh(W x + p), y = U z + q with (W, p, U, q) = (H, d, U, b)."""
+    model = _model(False)
+    context = torch.tensor([[5, 6, 7]])
+    x = model.features(context)
+    W, p, U, q = model.H, model.d, model.U, model.b
+    y = torch.tanh(x @ W.T + p) @ U.T + q
+    torch.testing.assert_close(model(context), y)
+
+
+def test_ngram_windows_cover_every_token_once():
+    ids = [7, 8, 9, 10, 11]
+    contexts, targets = ngram_windows(ids, order=3, pad_id=0)
+    assert targets.tolist() == ids
+    assert contexts.tolist() == [[0, 0], [0, 7], [7, 8], [8, 9], [9, 10]]
+
+
+def test_perplexity_is_exp_mean_nll_over_all_tokens():
+    model = _model(True)
+    torch.manual_seed(1)
+    stream = torch.randint(0, 11, (103,))
+    contexts, targets = ngram_windows(stream, order=4, pad_id=0)
+    log_probs = torch.log_softmax(model(contexts), dim=-1)
+    nll = -log_probs[torch.arange(103), targets]
+    expected = math.exp(nll.mean().item())
+    # batch_size 10 leaves a ragged last batch: the mean must still weight each token once
+    assert perplexity(model, contexts, targets, batch_size=10) == pytest.approx(expected, rel=1e-5)
+
+
+def test_trainer_learns_a_deterministic_sequence():
+    torch.manual_seed(0)
+    stream = torch.tensor([1, 2, 3, 4, 5, 6] * 40)
+    contexts, targets = ngram_windows(stream, order=3, pad_id=0)
+    model = NNLM(NNLMConfig(vocab_size=7, order=3, embed_dim=4, hidden_dim=16))
+    before = perplexity(model, contexts, targets)
+    trainer = Trainer(model, torch.optim.Adam(model.parameters(), lr=0.05), nnlm_loss, device="cpu")
+    trainer.fit(lambda e: window_batches(contexts, targets, 32, torch.Generator().manual_seed(e)), epochs=15)
+    after = perplexity(model, contexts, targets)
+    assert before > 5 and after < 1.2
+    assert trainer.evaluate(window_batches(contexts, targets, 50)).perplexity == pytest.approx(after, rel=1e-4)
+
+
+def test_loss_is_cross_entropy():
+    model = _model(False)
+    x, y = torch.tensor([[1, 2, 3], [3, 2, 1]]), torch.tensor([4, 5])
+    assert nnlm_loss(model, (x, y)).loss.item() == pytest.approx(F.cross_entropy(model(x), y).item())
+
+
+@pytest.mark.parametrize("kwargs", [dict(order=1), dict(vocab_size=1), dict(embed_dim=0), dict(hidden_dim=-3)])
+def test_bad_config_raises(kwargs):
+    args = dict(vocab_size=10, order=3, embed_dim=2, hidden_dim=2) | kwargs
+    with pytest.raises(ValueError):
+        NNLMConfig(**args)
+
+
+def test_bad_inputs_raise():
+    model = _model(False)
+    with pytest.raises(ValueError, match="shape"):
+        model(torch.tensor([[1, 2]]))  # an order-4 model needs 3 context words
+    with pytest.raises(ValueError, match="integer"):
+        model(torch.zeros(2, 3))
+    with pytest.raises(ValueError):
+        ngram_windows([], order=3, pad_id=0)
+    with pytest.raises(ValueError):
+        ngram_windows([1, 2, 3], order=1, pad_id=0)
+    with pytest.raises(ValueError):
+        window_batches(torch.zeros(3, 2, dtype=torch.long), torch.zeros(4, dtype=torch.long), 2)
+    with pytest.raises(ValueError):
+        perplexity(model, torch.zeros(0, 3, dtype=torch.long), torch.zeros(0, dtype=torch.long))
