@@ -1,0 +1,137 @@
+"""Each score function against its formula written out by hand, loop by loop; masking; shapes."""
+
+import math
+
+import pytest
+import torch
+
+from lmlib.attention import (
+    SCORE_FUNCTIONS,
+    AdditiveAttention,
+    ContentAttention,
+    GeneralAttention,
+    LocationAttention,
+    make_attention,
+    masked_softmax,
+)
+
+B, N, D = 2, 5, 4
+
+
+@pytest.fixture
+def qkv():
+    g = torch.Generator().manual_seed(0)
+    return (torch.randn(B, D, generator=g), torch.randn(B, N, D, generator=g), torch.randn(B, N, 3, generator=g))
+
+
+def by_hand(scores_fn, query, keys, values):
+    """Scores from ``scores_fn(q, k_j)`` one pair at a time, then softmax and the weighted sum."""
+    ctx, wts = [], []
+    for b in range(query.shape[0]):
+        e = [float(scores_fn(query[b], keys[b, j], j)) for j in range(keys.shape[1])]
+        z = sum(math.exp(x) for x in e)
+        alpha = [math.exp(x) / z for x in e]
+        wts.append(alpha)
+        ctx.append(sum(a * values[b, j] for j, a in enumerate(alpha)))
+    return torch.stack(ctx), torch.tensor(wts)
+
+
+def check(att, qkv, scores_fn):
+    q, k, v = qkv
+    context, weights = att(q, k, v)
+    want_ctx, want_w = by_hand(scores_fn, q, k, v)
+    torch.testing.assert_close(weights, want_w.float(), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(context, want_ctx, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(B))
+
+
+def test_content_cosine(qkv):
+    beta = 2.5
+
+    def cos(a, b):
+        return sum(float(x) * float(y) for x, y in zip(a, b)) / (float(a.norm()) * float(b.norm()))
+
+    check(ContentAttention(beta), qkv, lambda q, k, j: beta * cos(q, k))
+
+
+def test_additive_bahdanau(qkv):
+    att = AdditiveAttention(D, D, 6)
+    W, U, v = att.W_a.weight.detach(), att.U_a.weight.detach(), att.v_a.weight.detach()[0]
+    check(att, qkv, lambda q, k, j: sum(v[a] * math.tanh(float(W[a] @ q + U[a] @ k)) for a in range(6)))
+
+
+def test_location_luong(qkv):
+    att = LocationAttention(D, max_keys=7)
+    W = att.W_a.weight.detach()
+    check(att, qkv, lambda q, k, j: float(W[j] @ q))
+    # the keys' content plays no part: shuffling them leaves the weights unchanged
+    q, k, v = qkv
+    assert torch.equal(att(q, k, v)[1], att(q, k.flip(1), v)[1])
+    with pytest.raises(ValueError, match="max_keys"):
+        LocationAttention(D, max_keys=3)(q, k, v)
+
+
+def test_general_luong(qkv):
+    att = GeneralAttention(D, D)
+    W = att.W_a.detach()
+    check(att, qkv, lambda q, k, j: sum(q[a] * W[a, b] * k[b] for a in range(D) for b in range(D)))
+
+
+def test_dot_and_scaled_dot(qkv):
+    check(make_attention("dot", D, D), qkv, lambda q, k, j: sum(q[a] * k[a] for a in range(D)))
+    check(make_attention("scaled_dot", D, D), qkv, lambda q, k, j: sum(q[a] * k[a] for a in range(D)) / math.sqrt(D))
+    q, k, v = qkv
+    with pytest.raises(ValueError, match="d_q == d_k"):
+        make_attention("dot", 3, D)(q[:, :3], k, v)
+
+
+def test_scaled_dot_matches_pytorch(qkv):
+    q, k, v = qkv
+    mask = torch.tensor([[True] * 5, [True, True, False, True, False]])
+    ctx, _ = make_attention("scaled_dot", D, D)(q, k, v, mask)
+    want = torch.nn.functional.scaled_dot_product_attention(q[:, None], k, v, attn_mask=mask[:, None])
+    torch.testing.assert_close(ctx, want[:, 0])
+
+
+@pytest.mark.parametrize("name", SCORE_FUNCTIONS)
+def test_masking_gives_exact_zeros(name, qkv):
+    torch.manual_seed(0)
+    att = make_attention(name, D, D, d_attn=6, max_keys=N)
+    q, k, v = qkv
+    mask = torch.tensor([[True, True, True, False, False], [True, False, True, False, True]])
+    context, weights = att(q, k, v, mask)
+    assert (weights[~mask] == 0).all()
+    torch.testing.assert_close(weights.sum(-1), torch.ones(B))
+    # the padded keys' values can be anything: the context does not change
+    v2 = v.clone()
+    v2[~mask] = 1e6
+    torch.testing.assert_close(att(q, k, v2, mask)[0], context)
+    # several queries at once give the same rows as one at a time
+    qs = torch.stack([q, -q], dim=1)
+    ctx_m, w_m = att(qs, k, v, mask)
+    assert ctx_m.shape == (B, 2, 3) and w_m.shape == (B, 2, N)
+    torch.testing.assert_close(w_m[:, 0], weights)
+
+
+def test_fully_masked_row_is_an_error(qkv):
+    q, k, v = qkv
+    mask = torch.tensor([[True] * 5, [False] * 5])
+    with pytest.raises(ValueError, match="every key is masked"):
+        make_attention("dot", D, D)(q, k, v, mask)
+    with pytest.raises(ValueError, match="bool"):
+        masked_softmax(torch.zeros(2, 3), torch.ones(2, 3))
+
+
+def test_shape_errors(qkv):
+    q, k, v = qkv
+    att = make_attention("dot", D, D)
+    with pytest.raises(ValueError, match="must agree"):
+        att(q, k, v[:, :3])
+    with pytest.raises(ValueError, match="query must be"):
+        att(q[:1], k, v)
+    with pytest.raises(ValueError, match="mask must be"):
+        att(q, k, v, torch.ones(B, 3, dtype=torch.bool))
+    with pytest.raises(ValueError, match="unknown attention"):
+        make_attention("cosine", D, D)
+    with pytest.raises(ValueError, match="beta"):
+        ContentAttention(0.0)
