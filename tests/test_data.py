@@ -143,7 +143,13 @@ def test_missing_while_offline_is_an_immediate_clear_error(tmp_path, monkeypatch
     assert not any(tmp_path.rglob("*")), "a refused download leaves nothing behind"
 
 
-def test_unreachable_source_fails_with_a_clear_error_not_a_hang(tmp_path, monkeypatch):
+@pytest.fixture
+def downloads_allowed(monkeypatch):
+    """CI forbids downloads with LMLIB_OFFLINE=1; these tests only talk to 127.0.0.1."""
+    monkeypatch.delenv("LMLIB_OFFLINE", raising=False)
+
+
+def test_unreachable_source_fails_with_a_clear_error_not_a_hang(tmp_path, downloads_allowed):
     with socket_on_free_port() as port:
         pass  # the port is closed again: connections to it are refused, as with no network
     f = DataFile("x/file.txt", "0" * 64, 1, f"http://127.0.0.1:{port}/file.txt")
@@ -186,7 +192,7 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
 
 
 @pytest.fixture
-def server(mirror, tmp_path_factory):
+def server(mirror, tmp_path_factory, downloads_allowed):
     """Serve shakespeare bare and a zip holding the SimLex files, like their public sources."""
     root = tmp_path_factory.mktemp("served")
     shutil.copyfile(mirror / "tinyshakespeare/input.txt", root / "input.txt")
