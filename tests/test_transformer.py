@@ -1,0 +1,233 @@
+"""The Transformer: layers against torch.nn.Transformer*Layer on copied weights, masking, decoding, training."""
+
+import itertools
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from lmlib.multihead import causal_mask, padding_mask
+from lmlib.transformer import (DecoderLayer, EncoderLayer, Transformer, TransformerConfig, beam_decode, beam_search,
+                               greedy_decode, length_penalty, noam_schedule, translate, translation_loss)
+
+D, H, FF = 16, 4, 32
+
+
+def copy_layer(ours, ref):
+    """Copy an nn.TransformerEncoderLayer / DecoderLayer into ours (parameter names mirror PyTorch's)."""
+    ours.self_attn.load_from_torch(ref.self_attn)
+    if hasattr(ref, "multihead_attn"):
+        ours.cross_attn.load_from_torch(ref.multihead_attn)
+    with torch.no_grad():
+        ours.ffn.linear1.load_state_dict(ref.linear1.state_dict())
+        ours.ffn.linear2.load_state_dict(ref.linear2.state_dict())
+        for name in ("norm1", "norm2", "norm3"):
+            if hasattr(ref, name):
+                getattr(ours, name).load_state_dict(getattr(ref, name).state_dict())
+
+
+def randomize_norms(module):
+    with torch.no_grad():
+        for m in module.modules():
+            if isinstance(m, nn.LayerNorm):
+                m.weight.normal_(1.0, 0.2)
+                m.bias.normal_(0.0, 0.2)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_encoder_stack_matches_torch(norm_first):
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(D, H, FF, dropout=0.0, batch_first=True, norm_first=norm_first)
+    ref = nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False).eval()
+    randomize_norms(ref)
+    ours = [EncoderLayer(D, H, FF, 0.0, norm_first) for _ in range(2)]
+    for o, r in zip(ours, ref.layers):
+        copy_layer(o, r)
+    x = torch.randn(3, 6, D)
+    kpm = padding_mask([6, 4, 2])
+    want = ref(x, src_key_padding_mask=kpm)
+    got = x
+    for o in ours:
+        got, _ = o.eval()(got, kpm)
+    real = ~kpm  # PyTorch's eval fast path may zero padded rows; compare real positions
+    torch.testing.assert_close(got[real], want[real], atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_decoder_layer_matches_torch(norm_first):
+    torch.manual_seed(1)
+    ref = nn.TransformerDecoderLayer(D, H, FF, dropout=0.0, batch_first=True, norm_first=norm_first).eval()
+    randomize_norms(ref)
+    ours = DecoderLayer(D, H, FF, 0.0, norm_first).eval()
+    copy_layer(ours, ref)
+    y, memory = torch.randn(3, 5, D), torch.randn(3, 7, D)
+    mpm = padding_mask([7, 3, 5])
+    want = ref(y, memory, tgt_mask=causal_mask(5), memory_key_padding_mask=mpm)
+    got, self_w, cross_w = ours(y, memory, mpm, need_weights=True)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)
+    fast, none, _ = ours(y, memory, mpm)
+    assert none is None
+    torch.testing.assert_close(fast, want, atol=1e-5, rtol=1e-4)
+    assert self_w.shape == (3, H, 5, 5) and cross_w.shape == (3, H, 5, 7)
+    assert torch.all(cross_w[1, :, :, 3:] == 0)  # padded memory positions get no attention
+
+
+def small_model(**kw):
+    cfg = dict(src_vocab_size=11, tgt_vocab_size=13, d_model=D, num_heads=H, num_encoder_layers=2,
+               num_decoder_layers=2, d_ff=FF, dropout=0.0, max_len=32)
+    cfg.update(kw)
+    torch.manual_seed(0)
+    return Transformer(TransformerConfig(**cfg)).eval()
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_decoder_output_at_t_has_zero_gradient_from_later_targets(norm_first):
+    model = small_model(norm_first=norm_first)
+    captured = {}
+
+    def keep(module, args, output):
+        output.retain_grad()
+        captured["emb"] = output
+
+    model.tgt_embed.register_forward_hook(keep)
+    src = torch.randint(4, 11, (2, 5))
+    tgt = torch.randint(4, 13, (2, 6))
+    logits = model(src, torch.ones_like(src, dtype=torch.bool), tgt)
+    for t in range(6):
+        model.zero_grad()
+        captured["emb"].grad = None
+        logits[:, t].sum().backward(retain_graph=True)
+        grad = captured["emb"].grad
+        assert torch.all(grad[:, t + 1:] == 0), f"target position {t} sees later targets"
+        assert grad[:, : t + 1].abs().sum() > 0
+
+
+def test_source_padding_is_invisible():
+    model = small_model()
+    src = torch.tensor([[5, 6, 7, 3, 0, 0]])
+    mask = src != 0
+    tgt = torch.tensor([[2, 5, 6]])
+    other = src.clone()
+    other[0, 4:] = torch.tensor([9, 10])  # change what sits in the padded slots
+    torch.testing.assert_close(model(src, mask, tgt), model(other, mask, tgt))
+    torch.testing.assert_close(model(src, mask, tgt), model(src[:, :4], mask[:, :4], tgt), atol=1e-5, rtol=1e-5)
+
+
+def test_attention_maps_for_bertviz():
+    model = small_model()
+    src, tgt = torch.randint(4, 11, (2, 5)), torch.randint(4, 13, (2, 4))
+    maps = model.attention_maps(src, torch.ones_like(src, dtype=torch.bool), tgt)
+    assert [m.shape for m in maps.encoder_self] == [(2, H, 5, 5)] * 2
+    assert [m.shape for m in maps.decoder_self] == [(2, H, 4, 4)] * 2
+    assert [m.shape for m in maps.cross] == [(2, H, 4, 5)] * 2
+    for m in maps.encoder_self + maps.decoder_self + maps.cross:
+        torch.testing.assert_close(m.sum(-1), torch.ones(m.shape[:-1]))
+
+
+def test_embeddings_shared_tied_and_scaled():
+    model = small_model(src_vocab_size=13, share_embeddings=True)
+    assert model.src_embed is model.tgt_embed and model.generator.weight is model.tgt_embed.weight
+    with pytest.raises(ValueError, match="joint vocabulary"):
+        TransformerConfig(src_vocab_size=11, tgt_vocab_size=13, share_embeddings=True)
+    # the embedding is multiplied by √d_model before the positional encoding is added
+    x = torch.tensor([[4]])
+    want = model.src_embed(x) * math.sqrt(D) + model.src_pos.pe[:1]
+    torch.testing.assert_close(model.src_pos(model.src_embed(x) * math.sqrt(D)), want)
+
+
+def test_clear_errors():
+    with pytest.raises(ValueError, match="not divisible"):
+        TransformerConfig(src_vocab_size=10, tgt_vocab_size=10, d_model=30, num_heads=4)
+    model = small_model()
+    src = torch.randint(4, 11, (2, 5))
+    with pytest.raises(ValueError, match="src_mask"):
+        model(src, torch.ones(2, 4, dtype=torch.bool), src)
+    with pytest.raises(ValueError, match="empty"):
+        model(src[:, :0], torch.ones(2, 0, dtype=torch.bool), src)
+    with pytest.raises(ValueError, match="max_len"):
+        model(torch.ones(1, 40, dtype=torch.long), torch.ones(1, 40, dtype=torch.bool), src)
+
+
+def test_noam_schedule_formula():
+    f = noam_schedule(512, 4000)
+    for step in (0, 99, 3999, 3999 * 3):
+        s = step + 1
+        assert f(step) == pytest.approx(512 ** -0.5 * min(s ** -0.5, s * 4000 ** -1.5))
+    assert max(range(8000), key=f) == 3999  # the peak is at the end of the warm-up
+
+
+# -- decoding ---------------------------------------------------------------------------------------------
+BOS, EOS = 0, 1
+TABLE = {  # next-token probabilities given the last token; a=2, b=3
+    BOS: [0.0, 0.0, 0.6, 0.4], 2: [0.0, 0.34, 0.33, 0.33], 3: [0.0, 0.9, 0.05, 0.05],
+}
+
+
+def toy_step(prefixes):
+    return torch.log(torch.tensor([TABLE[p[-1].item()] for p in prefixes]).clamp_min(1e-12))
+
+
+def test_beam_search_beats_greedy_on_a_known_case():
+    assert beam_search(toy_step, BOS, EOS, max_len=4, beam_size=1, alpha=0.0) == [2]  # greedy: 0.6·0.34
+    assert beam_search(toy_step, BOS, EOS, max_len=4, beam_size=2, alpha=0.0) == [3]  # better: 0.4·0.9
+
+
+def test_wide_beam_equals_exhaustive_search():
+    g = torch.Generator().manual_seed(0)
+    table = torch.softmax(torch.randn(5, 5, generator=g) * 2, -1)
+    table[:, BOS] = 0
+
+    def step(prefixes):
+        return torch.log(table[prefixes[:, -1]].clamp_min(1e-30))
+
+    best, best_score = None, -math.inf
+    for length in range(1, 4):
+        for seq in itertools.product([2, 3, 4], repeat=length - 1):
+            path = [BOS, *seq, EOS]
+            score = sum(math.log(table[a, b]) for a, b in zip(path, path[1:])) / length_penalty(length, 0.6)
+            if score > best_score:
+                best, best_score = list(seq), score
+    assert beam_search(step, BOS, EOS, max_len=3, beam_size=50, alpha=0.6) == best
+
+
+def test_transformer_learns_to_copy_and_decodes():
+    torch.manual_seed(0)
+    model = Transformer(TransformerConfig(src_vocab_size=8, tgt_vocab_size=8, d_model=32, num_heads=2,
+                                          num_encoder_layers=1, num_decoder_layers=1, d_ff=64, dropout=0.0,
+                                          max_len=16))
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    from lmlib.translation import Seq2SeqBatch
+
+    def batch(n=32):
+        seq = torch.randint(4, 8, (n, 4))
+        src = torch.cat([seq, torch.full((n, 1), 3)], 1)
+        tgt_in = torch.cat([torch.full((n, 1), 2), seq], 1)
+        tgt_out = torch.cat([seq, torch.full((n, 1), 3)], 1)
+        return Seq2SeqBatch(src, src != 0, tgt_in, tgt_out, tgt_out != 0)
+
+    for _ in range(250):
+        loss = translation_loss(model, batch()).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    test = batch(8)
+    want = test.tgt_out[:, :4].tolist()
+    assert greedy_decode(model, test.src, test.src_mask, 2, 3, max_len=8) == want
+    assert beam_decode(model, test.src, test.src_mask, 2, 3, max_len=8, beam_size=3) == want
+
+
+def test_translate_strings():
+    from lmlib.translation import prepare_translation
+
+    pairs = [("I am cold.", "J'ai froid."), ("I am tall.", "Je suis grand."), ("You are tall.", "Tu es grand.")] * 4
+    data = prepare_translation(max_len=6, valid_frac=0.0, test_frac=0.0, pairs=pairs)
+    torch.manual_seed(0)
+    model = Transformer(TransformerConfig(len(data.src_vocab), len(data.tgt_vocab), d_model=16, num_heads=2,
+                                          d_ff=16, max_len=20)).eval()
+    for method in ("greedy", "beam"):
+        out = translate(model, ["I am tall.", "you are cold"], data.src_vocab, data.tgt_vocab, method=method,
+                        max_len=5)
+        assert len(out) == 2 and all(len(o) <= 5 and all(isinstance(t, str) for t in o) for o in out)
+    with pytest.raises(ValueError, match="method"):
+        translate(model, ["hi"], data.src_vocab, data.tgt_vocab, method="sample")
