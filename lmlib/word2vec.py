@@ -1,0 +1,247 @@
+"""word2vec: skip-gram with negative sampling (SGNS), after Mikolov et al. (2013a, 2013b).
+
+Mikolov, Chen, Corrado & Dean (2013a), "Efficient estimation of word representations in vector space";
+Mikolov, Sutskever, Chen, Corrado & Dean (2013b), "Distributed representations of words and phrases and
+their compositionality". Each word w has two vectors: an input ("centre") vector v_w and an output
+("context") vector u_w. For every centre word c and each word o within its window, SGNS maximises
+
+    log σ(u_o · v_c) + Σ_{k=1..K} log σ(−u_k · v_c),      w_k ~ P_n(w) ∝ count(w)^{3/4}
+
+that is, it tells the true context word apart from K noise words (2013b, eq. 4). Three tricks from the
+paper and its C code make it fast and good, and all three are here: subsampling of frequent words,
+the unigram^{3/4} noise distribution, and a "dynamic" window whose size is drawn uniformly from
+1..window for each centre word (nearer words are seen more often). Training is plain SGD whose rate
+falls linearly from ``alpha`` to ``min_alpha``, as in the C code, but on large shuffled batches of
+pairs so that PyTorch's sparse embedding updates keep one CPU core busy.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .callbacks import LRSchedule
+from .trainer import BatchResult, Trainer
+from .vocab import Vocab
+
+SUBSAMPLING_FORMULAS = ("word2vec", "paper")
+
+
+@dataclass
+class Word2VecConfig:
+    """Hyper-parameters, named as in gensim's ``Word2Vec`` (and the C tool's -size, -window, -negative ...)."""
+
+    vector_size: int = 100
+    window: int = 5
+    negative: int = 5  # K noise words per (centre, context) pair
+    sample: float = 1e-3  # subsampling threshold t; 0 turns subsampling off
+    min_count: int = 5
+    epochs: int = 5
+    alpha: float = 0.025  # SGD rate per pair at the start, as in the C code
+    min_alpha: float = 1e-4
+    batch_size: int = 4096
+    ns_exponent: float = 0.75
+    subsampling: str = "word2vec"  # which keep-probability formula, see keep_probability
+    seed: int = 0
+
+    def __post_init__(self):
+        for name in ("vector_size", "window", "negative", "min_count", "epochs", "batch_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if not 0 <= self.sample < 1:
+            raise ValueError(f"sample (the threshold t) must be in [0, 1), got {self.sample}")
+        if not 0 < self.min_alpha <= self.alpha:
+            raise ValueError(f"need 0 < min_alpha <= alpha, got min_alpha={self.min_alpha}, alpha={self.alpha}")
+        if self.subsampling not in SUBSAMPLING_FORMULAS:
+            raise ValueError(f"subsampling must be one of {SUBSAMPLING_FORMULAS}, got {self.subsampling!r}")
+
+
+def keep_probability(freq: torch.Tensor, t: float, formula: str = "word2vec") -> torch.Tensor:
+    """Probability of keeping each occurrence of a word whose relative frequency is f.
+
+    * ``"paper"`` (Mikolov et al. 2013b, eq. 5): discard with P(w) = 1 − sqrt(t / f), so keep = sqrt(t / f).
+    * ``"word2vec"`` (the released C code, also gensim): keep = (sqrt(f / t) + 1) · t / f = sqrt(t/f) + t/f,
+      a little gentler. This is the default, so results compare with gensim's.
+
+    Both are probabilities only after capping at 1 (words rarer than about t are always kept);
+    ``t = 0`` means no subsampling (keep everything).
+    """
+    freq = torch.as_tensor(freq, dtype=torch.float64)
+    if (freq <= 0).any() or (freq > 1).any():
+        raise ValueError("relative frequencies must lie in (0, 1]")
+    if not 0 <= t < 1:
+        raise ValueError(f"the threshold t must be in [0, 1), got {t}")
+    if formula not in SUBSAMPLING_FORMULAS:
+        raise ValueError(f"formula must be one of {SUBSAMPLING_FORMULAS}, got {formula!r}")
+    if t == 0:
+        return torch.ones_like(freq)
+    ratio = t / freq
+    keep = ratio.sqrt() if formula == "paper" else ratio.sqrt() + ratio
+    return keep.clamp(max=1.0)
+
+
+def noise_distribution(counts: torch.Tensor, power: float = 0.75) -> torch.Tensor:
+    """P_n(w) = count(w)^power / Σ_w' count(w')^power  (2013b: "the unigram distribution raised to 3/4")."""
+    counts = torch.as_tensor(counts, dtype=torch.float64)
+    if counts.dim() != 1 or (counts <= 0).any():
+        raise ValueError("counts must be a 1-D tensor of positive word counts")
+    weights = counts**power
+    return weights / weights.sum()
+
+
+def skipgram_pairs(ids: torch.Tensor, sentence: torch.Tensor, window: int,
+                   generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """All (centre, context) pairs of a token stream, with word2vec's dynamic window.
+
+    ``ids`` and ``sentence`` are ``(N,)``: the word id and the sentence number of each token. Each centre
+    token draws its own window r uniformly from 1..``window`` and pairs with the tokens at distance
+    ≤ r in the same sentence. Returns ``(centres, contexts)``, both ``(P,)``.
+    """
+    if ids.shape != sentence.shape or ids.dim() != 1:
+        raise ValueError(f"ids and sentence must be 1-D and the same length, got {tuple(ids.shape)}, {tuple(sentence.shape)}")
+    if window < 1:
+        raise ValueError(f"window must be at least 1, got {window}")
+    reach = torch.randint(1, window + 1, ids.shape, generator=generator)
+    centres, contexts = [], []
+    for offset in range(1, min(window, len(ids) - 1) + 1):
+        left, right = slice(0, len(ids) - offset), slice(offset, None)
+        same = sentence[left] == sentence[right]
+        forward = same & (reach[left] >= offset)  # centre on the left, context `offset` to its right
+        backward = same & (reach[right] >= offset)  # centre on the right, context to its left
+        centres += [ids[left][forward], ids[right][backward]]
+        contexts += [ids[right][forward], ids[left][backward]]
+    if not centres:
+        return torch.empty(0, dtype=torch.long), torch.empty(0, dtype=torch.long)
+    return torch.cat(centres), torch.cat(contexts)
+
+
+def sgns_loss(v_c: torch.Tensor, u_o: torch.Tensor, u_neg: torch.Tensor) -> torch.Tensor:
+    """−[log σ(u_o·v_c) + Σ_k log σ(−u_k·v_c)] per pair: ``(B, d)``, ``(B, d)``, ``(B, K, d)`` -> ``(B,)``."""
+    if v_c.dim() != 2 or u_o.shape != v_c.shape or u_neg.dim() != 3 or u_neg.shape[0::2] != v_c.shape:
+        raise ValueError(f"expected v_c, u_o of shape (B, d) and u_neg of shape (B, K, d), got "
+                         f"{tuple(v_c.shape)}, {tuple(u_o.shape)}, {tuple(u_neg.shape)}")
+    positive = F.logsigmoid((u_o * v_c).sum(-1))
+    negative = F.logsigmoid(-(u_neg * v_c.unsqueeze(1)).sum(-1)).sum(-1)
+    return -(positive + negative)
+
+
+class SkipGramNS(nn.Module):
+    """The two embedding tables of SGNS: ``v`` (input/centre vectors) and ``u`` (output/context vectors).
+
+    Initialised as in the C code: v uniform in ±0.5/d, u at zero. Embeddings use sparse gradients,
+    so each step touches only the rows of the words in the batch.
+    """
+
+    def __init__(self, vocab_size: int, vector_size: int):
+        super().__init__()
+        self.v = nn.Embedding(vocab_size, vector_size, sparse=True)
+        self.u = nn.Embedding(vocab_size, vector_size, sparse=True)
+        nn.init.uniform_(self.v.weight, -0.5 / vector_size, 0.5 / vector_size)
+        nn.init.zeros_(self.u.weight)
+
+    def forward(self, centres: torch.Tensor, contexts: torch.Tensor, negatives: torch.Tensor) -> torch.Tensor:
+        """Per-pair SGNS loss: ``(B,)``, ``(B,)``, ``(B, K)`` word ids -> ``(B,)``.
+
+        Same value as :func:`sgns_loss`, computed with one lookup of u for the true and the noise
+        words together, (B, 1 + K, d), which halves the work of the backward pass.
+        """
+        if centres.dim() != 1 or contexts.shape != centres.shape or negatives.dim() != 2 or len(negatives) != len(centres):
+            raise ValueError(f"expected centres, contexts of shape (B,) and negatives of shape (B, K), got "
+                             f"{tuple(centres.shape)}, {tuple(contexts.shape)}, {tuple(negatives.shape)}")
+        v_c = self.v(centres)
+        u = self.u(torch.cat([contexts.unsqueeze(1), negatives], dim=1))
+        scores = (u * v_c.unsqueeze(1)).sum(-1)  # u_o·v_c, then u_k·v_c
+        sign = torch.ones_like(scores)
+        sign[:, 1:] = -1.0
+        return -F.logsigmoid(sign * scores).sum(-1)
+
+    @property
+    def vectors(self) -> torch.Tensor:
+        """The word vectors people use: the input vectors v, ``(|V|, d)`` (gensim's ``wv`` too)."""
+        return self.v.weight.detach()
+
+
+@dataclass
+class Word2Vec:
+    """A trained model: ``vocab`` (word <-> row), ``vectors`` (|V|, d), the loss per epoch and the time taken."""
+
+    vocab: Vocab
+    model: SkipGramNS
+    config: Word2VecConfig
+    epoch_losses: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def vectors(self) -> torch.Tensor:
+        return self.model.vectors
+
+
+class _SGNSObjective:
+    """Trainer ``loss_fn``: draws K noise words per pair from P_n, returns the mean SGNS loss of the batch."""
+
+    def __init__(self, noise: torch.Tensor, negative: int, generator: torch.Generator):
+        self.cdf = noise.cumsum(0).float()
+        self.cdf[-1] = 1.0  # guards against rounding leaving the last bucket unreachable
+        self.negative, self.generator = negative, generator
+
+    def __call__(self, model: SkipGramNS, batch) -> BatchResult:
+        centres, contexts = batch
+        uniform = torch.rand(len(centres) * self.negative, generator=self.generator)
+        negatives = torch.searchsorted(self.cdf, uniform).view(len(centres), self.negative)
+        return BatchResult(model(centres, contexts, negatives).mean(), len(centres))
+
+
+def train_word2vec(sentences: Sequence[Sequence[str]], config: Word2VecConfig | None = None,
+                   callbacks: Sequence = ()) -> Word2Vec:
+    """Train SGNS on tokenised ``sentences`` (windows never cross a sentence boundary, as in gensim).
+
+    Each epoch: subsample (a fresh draw), build the dynamic-window pairs, shuffle them, and take SGD
+    steps on batches. The loss is the batch mean, so the rate is ``alpha · batch_size``: the same step
+    as the C code's per-pair SGD on the summed loss. The rate decays linearly to ``min_alpha``.
+    """
+    config = config or Word2VecConfig()
+    counts = Counter(w for s in sentences for w in s)
+    if not counts:
+        raise ValueError("the corpus is empty: pass a list of tokenised sentences")
+    frequent = sum(c >= config.min_count for c in counts.values())
+    if frequent < 2:
+        raise ValueError(f"only {frequent} word(s) occur at least min_count={config.min_count} times; lower min_count")
+    vocab = Vocab(counts, min_freq=config.min_count, unk=None)
+    ids, sentence = [], []
+    for n, s in enumerate(sentences):
+        kept = [vocab.stoi[w] for w in s if w in vocab.stoi]
+        ids += kept
+        sentence += [n] * len(kept)
+    ids, sentence = torch.tensor(ids), torch.tensor(sentence)
+    word_counts = torch.tensor([vocab.counts[w] for w in vocab.itos], dtype=torch.float64)
+    keep = keep_probability(word_counts / word_counts.sum(), config.sample, config.subsampling).float()
+    generator = torch.Generator().manual_seed(config.seed)
+    torch.manual_seed(config.seed)
+
+    def epoch_batches(epoch: int):
+        mask = torch.rand(len(ids), generator=generator) < keep[ids]
+        centres, contexts = skipgram_pairs(ids[mask], sentence[mask], config.window, generator)
+        order = torch.randperm(len(centres), generator=generator)
+        return list(zip(centres[order].split(config.batch_size), contexts[order].split(config.batch_size)))
+
+    # The linear decay needs the total number of steps; the expected pairs per epoch give it.
+    kept_tokens = float(keep[ids].sum())
+    mean_pairs = kept_tokens * (config.window + 1)  # E[2r] = window + 1 pairs per centre (fewer at edges)
+    total_steps = max(1, math.ceil(config.epochs * mean_pairs / config.batch_size))
+    floor = config.min_alpha / config.alpha
+
+    model = SkipGramNS(len(vocab), config.vector_size)
+    optimizer = torch.optim.SGD(model.parameters(), lr=config.alpha * config.batch_size)
+    schedule = LRSchedule(lambda step: max(floor, 1.0 - step / total_steps))
+    objective = _SGNSObjective(noise_distribution(word_counts, config.ns_exponent), config.negative, generator)
+    trainer = Trainer(model, optimizer, objective, callbacks=[schedule, *callbacks], device="cpu")
+    start = time.perf_counter()
+    trainer.fit(epoch_batches, epochs=config.epochs)
+    return Word2Vec(vocab, model, config, [h["train_loss"] for h in trainer.history], time.perf_counter() - start)
