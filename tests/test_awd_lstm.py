@@ -1,0 +1,159 @@
+"""AWD-LSTM model: shapes, tying, dropout wiring, a no-dropout equivalence with nn.LSTM, AR/TAR formulas."""
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from lmlib.awd_lstm import (
+    AWDLSTMConfig,
+    AWDLSTMEncoder,
+    AWDLSTMLanguageModel,
+    activation_penalty,
+    ar_regularizer,
+    tar_regularizer,
+    temporal_activation_penalty,
+)
+from lmlib.batching import batchify, bptt_batches
+from lmlib.objectives import StatefulLMLoss
+from lmlib.trainer import Trainer
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    torch.set_num_threads(1)
+
+
+def small(**kw) -> AWDLSTMConfig:
+    return AWDLSTMConfig(**{"vocab_size": 30, "emb_size": 6, "hidden_size": 10, "n_layers": 3, **kw})
+
+
+@pytest.mark.parametrize("field,value", [("embed_p", 1.0), ("input_p", -0.2), ("hidden_p", 1.3),
+                                         ("weight_p", 1), ("output_p", 2.0), ("vocab_size", 0),
+                                         ("n_layers", 0), ("emb_size", 2.5), ("pad_id", 30)])
+def test_config_rejects_bad_values(field, value):
+    with pytest.raises(ValueError, match=field):
+        small(**{field: value})
+
+
+def test_layer_sizes_tied_and_untied():
+    assert small().layer_sizes() == [(6, 10), (10, 10), (10, 6)]
+    assert small(tie_weights=False).layer_sizes() == [(6, 10), (10, 10), (10, 10)]
+    assert small(n_layers=1).layer_sizes() == [(6, 6)]
+
+
+def test_shapes_state_and_stored_outputs():
+    torch.manual_seed(0)
+    model = AWDLSTMLanguageModel(small())
+    ids = torch.randint(0, 30, (4, 7))
+    logits, state = model(ids)
+    assert logits.shape == (4, 7, 30)
+    assert [tuple(h.shape) for h, _ in state] == [(1, 4, 10), (1, 4, 10), (1, 4, 6)]
+    assert [tuple(o.shape) for o in model.last_outputs] == [(4, 7, 10), (4, 7, 10), (4, 7, 6)]
+    assert len(model.last_raw_outputs) == 3
+    logits2, _ = model(ids, state)
+    assert logits2.shape == logits.shape
+    with pytest.raises(ValueError, match="state of layer 0"):
+        model(torch.randint(0, 30, (3, 7)), state)
+    with pytest.raises(ValueError, match="batch, time"):
+        model(torch.randint(0, 30, (7,)))
+
+
+def test_weights_are_tied_and_share_one_tensor():
+    model = AWDLSTMLanguageModel(small())
+    assert model.decoder.weight is model.encoder.embedding.weight
+    n_params = sum(p.numel() for p in model.parameters())
+    untied = AWDLSTMLanguageModel(small(tie_weights=False))
+    assert not untied.decoder.weight is untied.encoder.embedding.weight
+    assert sum(p.numel() for p in untied.parameters()) > n_params
+
+
+def test_encoder_layers_are_a_module_list_for_layer_groups():
+    enc = AWDLSTMEncoder(small())
+    assert isinstance(enc.layers, nn.ModuleList) and len(enc.layers) == 3
+    assert isinstance(enc.embedding, nn.Embedding)
+
+
+def test_eval_mode_is_deterministic_and_train_mode_is_not():
+    torch.manual_seed(1)
+    model = AWDLSTMLanguageModel(small())
+    ids = torch.randint(0, 30, (2, 5))
+    model.eval()
+    torch.testing.assert_close(model(ids)[0], model(ids)[0])
+    model.train()
+    assert not torch.equal(model(ids)[0], model(ids)[0])
+    outs, raws = model.last_outputs, model.last_raw_outputs
+    assert not torch.equal(outs[-1], raws[-1])  # output dropout sits between raw and dropped
+
+
+def test_without_dropout_equals_an_nn_lstm_stack():
+    # With every p = 0 the AWD-LSTM is embedding -> nn.LSTM layers -> tied linear: rebuild that from
+    # PyTorch modules with copied weights and compare logits and states.
+    torch.manual_seed(2)
+    cfg = small().without_dropout()
+    model = AWDLSTMLanguageModel(cfg).train()
+    ids = torch.randint(0, 30, (3, 8))
+    logits, state = model(ids)
+    x = nn.functional.embedding(ids, model.encoder.embedding.weight)
+    ref_state = []
+    for (n_in, n_out), layer in zip(cfg.layer_sizes(), model.encoder.layers):
+        lstm = nn.LSTM(n_in, n_out, batch_first=True)
+        lstm.load_state_dict(layer.lstm.state_dict())
+        x, s = lstm(x)
+        ref_state.append(s)
+    ref_logits = x @ model.encoder.embedding.weight.T + model.decoder.bias
+    torch.testing.assert_close(logits, ref_logits)
+    for (h, c), (rh, rc) in zip(state, ref_state):
+        torch.testing.assert_close(h, rh)
+        torch.testing.assert_close(c, rc)
+
+
+def test_pad_vector_is_zero_and_gets_no_gradient():
+    model = AWDLSTMLanguageModel(small(pad_id=0))
+    assert torch.equal(model.encoder.embedding.weight[0], torch.zeros(6))
+    logits, _ = model(torch.tensor([[0, 3, 4]]))
+    logits.sum().backward()
+    # the decoder is tied, so row 0 does get gradient through the softmax; the lookup itself adds none
+    enc_only = AWDLSTMEncoder(small(pad_id=0))
+    outs, _, _ = enc_only(torch.tensor([[0, 3, 4]]))
+    outs[-1].sum().backward()
+    assert torch.equal(enc_only.embedding.weight.grad[0], torch.zeros(6))
+
+
+def test_ar_and_tar_match_the_formulas():
+    torch.manual_seed(3)
+    h = torch.randn(2, 5, 4)
+    ar = sum(h[b, t, u] ** 2 for b in range(2) for t in range(5) for u in range(4)) / (2 * 5 * 4)
+    tar = sum((h[b, t + 1, u] - h[b, t, u]) ** 2 for b in range(2) for t in range(4) for u in range(4)) / (2 * 4 * 4)
+    assert activation_penalty(h).item() == pytest.approx(ar.item(), rel=1e-6)
+    assert temporal_activation_penalty(h).item() == pytest.approx(tar.item(), rel=1e-6)
+    assert temporal_activation_penalty(h[:, :1]).item() == 0.0
+    with pytest.raises(ValueError):
+        activation_penalty(h[0])
+
+
+def test_ar_tar_callbacks_add_alpha_and_beta_times_the_penalties():
+    torch.manual_seed(4)
+    model = AWDLSTMLanguageModel(small())
+    streams = batchify(torch.randint(0, 30, (400,)), 4)
+    batches = list(bptt_batches(streams, 9))
+    ar, tar = ar_regularizer(2.0), tar_regularizer(1.0)
+    trainer = Trainer(model, torch.optim.SGD(model.parameters(), lr=0.0), StatefulLMLoss(), [ar, tar])
+    trainer.train_step(batches[0])
+    expect_ar = 2.0 * activation_penalty(model.last_outputs[-1]).item()
+    expect_tar = 1.0 * temporal_activation_penalty(model.last_raw_outputs[-1]).item()
+    assert ar.values[-1] == pytest.approx(expect_ar, rel=1e-5)
+    assert tar.values[-1] == pytest.approx(expect_tar, rel=1e-5)
+
+
+def test_trains_on_a_repeating_sequence():
+    torch.manual_seed(5)
+    cfg = small(emb_size=16, hidden_size=16, n_layers=2, embed_p=0.0, input_p=0.1, hidden_p=0.1, weight_p=0.1, output_p=0.1)
+    model = AWDLSTMLanguageModel(cfg)
+    streams = batchify(torch.arange(12).repeat(40), 4)
+    data = list(bptt_batches(streams, 10))
+    trainer = Trainer(model, torch.optim.Adam(model.parameters(), lr=0.02), StatefulLMLoss(),
+                      [ar_regularizer(2.0), tar_regularizer(1.0)])
+    trainer.fit(data, epochs=20)
+    assert trainer.evaluate(data).loss < 0.1 * math.log(30)
