@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -46,7 +47,9 @@ class TransformerConfig:
     norm_first: bool = False  # False: post-norm as in the paper; True: pre-norm
     share_embeddings: bool = False  # one table for source and target (needs one joint vocabulary)
     tie_output: bool = True  # the pre-softmax projection reuses the target embedding matrix (§3.4)
-    pad_id: int = 0
+    pad_id: int = 0  # the ids of lmlib.translation's specials: <pad> <unk> <bos> <eos>
+    bos_id: int = 2
+    eos_id: int = 3
 
     def __post_init__(self):
         if self.src_vocab_size < 2 or self.tgt_vocab_size < 2:
@@ -148,6 +151,18 @@ class DecoderLayer(nn.Module):
         return y, self_w, cross_w
 
 
+class DecoderState(NamedTuple):
+    """What decoding one more token needs: the target prefix so far (batch, t) and the encoder output.
+
+    Unlike an RNN, the decoder has no running state: each step re-reads the whole prefix (a key/value
+    cache would avoid recomputing the earlier positions; for sentences of ten words it is not worth it).
+    """
+
+    prefix: torch.Tensor
+    memory: torch.Tensor
+    src_mask: torch.Tensor
+
+
 @dataclass
 class AttentionMaps:
     """Per-layer attention weights, each ``(batch, heads, query, key)``: bertviz's format."""
@@ -213,8 +228,13 @@ class Transformer(nn.Module):
                 maps.append(w)
         return self.encoder_norm(x), maps
 
-    def decode(self, tgt_in: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor, need_weights: bool = False):
-        """-> logits (batch, T, tgt_vocab), decoder self-attention maps, cross-attention maps."""
+    def decode(self, tgt_in: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor, need_weights: bool = False,
+               last_only: bool = False):
+        """-> logits (batch, T, tgt_vocab), decoder self-attention maps, cross-attention maps.
+
+        ``last_only`` projects only the last position to the vocabulary (batch, 1, tgt_vocab): all that
+        decoding needs, and the projection is the most expensive matrix product of a small model.
+        """
         self._check_ids("tgt_in", tgt_in, self.config.tgt_vocab_size)
         y = self.tgt_pos(self.tgt_embed(tgt_in) * math.sqrt(self.config.d_model))
         self_maps, cross_maps = [], []
@@ -223,11 +243,26 @@ class Transformer(nn.Module):
             if need_weights:
                 self_maps.append(sw)
                 cross_maps.append(cw)
+        if last_only:
+            y = y[:, -1:]
         return self.generator(self.decoder_norm(y)), self_maps, cross_maps
 
     def forward(self, src: torch.Tensor, src_mask: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
         memory, _ = self.encode(src, src_mask)
         return self.decode(tgt_in, memory, src_mask)[0]
+
+    # -- the step interface of lmlib.seq2seq's greedy_decode and beam_search ---------------------------
+    def start(self, src: torch.Tensor, src_mask: torch.Tensor) -> DecoderState:
+        memory, _ = self.encode(src, src_mask)
+        return DecoderState(src.new_empty(src.size(0), 0), memory, src_mask)
+
+    def step(self, y_prev: torch.Tensor, state: DecoderState):
+        """Append y_prev (batch,) to the prefix -> (log p(next | prefix, x) (batch, V), new state,
+        last layer's cross-attention of the new position averaged over heads (batch, S))."""
+        prefix = torch.cat([state.prefix, y_prev[:, None]], dim=1)
+        logits, _, cross = self.decode(prefix, state.memory, state.src_mask, need_weights=True, last_only=True)
+        weights = cross[-1][:, :, -1].mean(dim=1)
+        return torch.log_softmax(logits[:, -1], dim=-1), DecoderState(prefix, state.memory, state.src_mask), weights
 
     @torch.no_grad()
     def attention_maps(self, src: torch.Tensor, src_mask: torch.Tensor, tgt_in: torch.Tensor) -> AttentionMaps:
@@ -282,129 +317,35 @@ def noam_schedule(d_model: int, warmup: int):
 
 
 # -- decoding -------------------------------------------------------------------------------------------
-@torch.no_grad()
-def greedy_decode(model: Transformer, src: torch.Tensor, src_mask: torch.Tensor, bos_id: int, eos_id: int,
-                  max_len: int) -> list[list[int]]:
-    """Pick the most probable next token each step, for a whole batch at once; stops at ``<eos>``.
+# Greedy and beam search live in lmlib.seq2seq and drive any model through start()/step() (see
+# Transformer.start); translate() below is the string-to-string convenience used in the notebook.
 
-    Returns one id list per sentence, without ``<bos>`` and without the ``<eos>``. The decoder is re-run
-    over the whole prefix each step (no key/value cache): simpler, and cheap for short sentences.
-    """
-    if max_len < 1:
-        raise ValueError(f"max_len must be at least 1, got {max_len}")
-    was_training = model.training
-    model.eval()
-    memory, _ = model.encode(src, src_mask)
-    ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)
-    done = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
-    for _ in range(max_len):
-        next_token = model.decode(ys, memory, src_mask)[0][:, -1].argmax(-1)
-        next_token = next_token.masked_fill(done, eos_id)
-        ys = torch.cat([ys, next_token[:, None]], dim=1)
-        done |= next_token == eos_id
-        if done.all():
-            break
-    model.train(was_training)
-    return [_until_eos(row[1:].tolist(), eos_id) for row in ys]
-
-
-def _until_eos(ids: list[int], eos_id: int) -> list[int]:
-    return ids[: ids.index(eos_id)] if eos_id in ids else ids
-
-
-def length_penalty(length: int, alpha: float) -> float:
-    """lp(Y) = ((5 + |Y|) / 6)^α  (Wu et al., 2016, eq. 14); hypotheses are ranked by log P(Y) / lp(Y).
-
-    Without it beam search prefers short outputs, since every extra token multiplies in a probability < 1.
-    Vaswani et al. used beam size 4 and α = 0.6.
-    """
-    return ((5 + length) / 6) ** alpha
-
-
-@torch.no_grad()
-def beam_search(step_log_probs, bos_id: int, eos_id: int, max_len: int, beam_size: int = 4,
-                alpha: float = 0.6) -> list[int]:
-    """Keep the ``beam_size`` best prefixes by total log-probability; return the best finished one.
-
-    ``step_log_probs(prefixes)`` maps a ``(k, t)`` tensor of k prefixes to ``(k, vocab)`` log-probabilities
-    of the next token, so any model that can score a prefix can use this search. Finished hypotheses
-    (ending in ``<eos>``) are ranked by log P / lp (:func:`length_penalty`); the search stops when
-    ``beam_size`` of them are found or after ``max_len`` tokens. Returns ids without ``<bos>``/``<eos>``.
-    """
-    if beam_size < 1 or max_len < 1:
-        raise ValueError(f"beam_size and max_len must be at least 1, got {beam_size} and {max_len}")
-    prefixes = torch.tensor([[bos_id]])
-    scores = torch.zeros(1)
-    finished: list[tuple[float, list[int]]] = []
-    for _ in range(max_len):
-        log_probs = step_log_probs(prefixes)
-        total = (scores[:, None] + log_probs).flatten()
-        top_scores, top_index = total.topk(min(2 * beam_size, total.numel()))
-        vocab = log_probs.size(1)
-        keep_rows, keep_tokens, keep_scores = [], [], []
-        for rank, (score, index) in enumerate(zip(top_scores.tolist(), top_index.tolist())):
-            row, token = divmod(index, vocab)
-            if token == eos_id:
-                if rank < beam_size:  # an ending counts only if it is among the k best continuations
-                    hyp = prefixes[row, 1:].tolist()
-                    finished.append((score / length_penalty(len(hyp) + 1, alpha), hyp))
-            else:
-                keep_rows.append(row)
-                keep_tokens.append(token)
-                keep_scores.append(score)
-            if len(keep_rows) == beam_size:
-                break
-        if len(finished) >= beam_size or not keep_rows:
-            break
-        prefixes = torch.cat([prefixes[keep_rows], torch.tensor(keep_tokens)[:, None]], dim=1)
-        scores = torch.tensor(keep_scores)
-    if not finished:  # nothing ended within max_len: fall back to the best unfinished prefix
-        finished = [(float(s) / length_penalty(prefixes.size(1), alpha), p[1:].tolist()) for s, p in zip(scores, prefixes)]
-    return max(finished, key=lambda f: f[0])[1]
-
-
-@torch.no_grad()
-def beam_decode(model: Transformer, src: torch.Tensor, src_mask: torch.Tensor, bos_id: int, eos_id: int,
-                max_len: int, beam_size: int = 4, alpha: float = 0.6) -> list[list[int]]:
-    """:func:`beam_search` for each sentence of a batch (the encoder runs once per sentence)."""
-    was_training = model.training
-    model.eval()
-    outputs = []
-    for i in range(src.size(0)):
-        length = int(src_mask[i].sum())
-        one_src, one_mask = src[i : i + 1, :length], src_mask[i : i + 1, :length]
-        memory, _ = model.encode(one_src, one_mask)
-
-        def step(prefixes: torch.Tensor) -> torch.Tensor:
-            k = prefixes.size(0)
-            logits = model.decode(prefixes.to(src.device), memory.expand(k, -1, -1), one_mask.expand(k, -1))[0]
-            return torch.log_softmax(logits[:, -1].float(), dim=-1).cpu()
-
-        outputs.append(beam_search(step, bos_id, eos_id, max_len, beam_size, alpha))
-    model.train(was_training)
-    return outputs
-
-
-def translate(model: Transformer, sentences: list[str], src_vocab, tgt_vocab, method: str = "greedy",
-              beam_size: int = 4, max_len: int | None = None) -> list[list[str]]:
-    """English strings -> French token lists, tokenized and encoded as in :mod:`lmlib.translation`."""
-    from .translation import BOS, EOS, encode_source, tokenize
+def translate(model: Transformer, sentences: list[str] | list[list[str]], src_vocab, tgt_vocab,
+              method: str = "greedy", beam_size: int = 4, alpha: float = 1.0,
+              max_len: int | None = None) -> list[list[str]]:
+    """English sentences (strings or token lists) -> French token lists, greedy or by beam search."""
+    from .seq2seq import beam_search, greedy_decode
+    from .translation import encode_source, tokenize
 
     if method not in ("greedy", "beam"):
         raise ValueError(f"method must be 'greedy' or 'beam', got {method!r}")
     if not sentences:
         raise ValueError("no sentences to translate")
     device = next(model.parameters()).device
-    src, src_mask = encode_source([tokenize(s, "en") if isinstance(s, str) else s for s in sentences], src_vocab)
+    tokens = [tokenize(s, "en") if isinstance(s, str) else list(s) for s in sentences]
+    src, src_mask = encode_source(tokens, src_vocab)
     src, src_mask = src.to(device), src_mask.to(device)
     limit = max_len or min(model.config.max_len - 1, 2 * src.size(1) + 5)
     if method == "greedy":
-        ids = greedy_decode(model, src, src_mask, tgt_vocab[BOS], tgt_vocab[EOS], limit)
+        ids, _, _ = greedy_decode(model, src, src_mask, limit)
     else:
-        ids = beam_decode(model, src, src_mask, tgt_vocab[BOS], tgt_vocab[EOS], limit, beam_size)
+        ids = []
+        for i in range(src.size(0)):
+            n = int(src_mask[i].sum())
+            ids.append(beam_search(model, src[i:i + 1, :n], src_mask[i:i + 1, :n], beam_size, limit, alpha)[0].tokens)
     return [tgt_vocab.decode(row) for row in ids]
 
 
 __all__ = ["TransformerConfig", "PositionwiseFeedForward", "EncoderLayer", "DecoderLayer", "Transformer",
-           "AttentionMaps", "translation_loss", "label_smoothed_loss", "noam_schedule", "causal_mask",
-           "greedy_decode", "beam_search", "beam_decode", "length_penalty", "translate"]
+           "AttentionMaps", "DecoderState", "translation_loss", "label_smoothed_loss", "noam_schedule",
+           "causal_mask", "translate"]

@@ -1,6 +1,5 @@
 """The Transformer: layers against torch.nn.Transformer*Layer on copied weights, masking, decoding, training."""
 
-import itertools
 import math
 
 import pytest
@@ -8,8 +7,8 @@ import torch
 from torch import nn
 
 from lmlib.multihead import causal_mask, padding_mask
-from lmlib.transformer import (DecoderLayer, EncoderLayer, Transformer, TransformerConfig, beam_decode, beam_search,
-                               greedy_decode, length_penalty, noam_schedule, translate, translation_loss)
+from lmlib.transformer import (DecoderLayer, EncoderLayer, Transformer, TransformerConfig, noam_schedule, translate,
+                               translation_loss)
 
 D, H, FF = 16, 4, 32
 
@@ -157,47 +156,16 @@ def test_noam_schedule_formula():
     assert max(range(8000), key=f) == 3999  # the peak is at the end of the warm-up
 
 
-# -- decoding ---------------------------------------------------------------------------------------------
-BOS, EOS = 0, 1
-TABLE = {  # next-token probabilities given the last token; a=2, b=3
-    BOS: [0.0, 0.0, 0.6, 0.4], 2: [0.0, 0.34, 0.33, 0.33], 3: [0.0, 0.9, 0.05, 0.05],
-}
-
-
-def toy_step(prefixes):
-    return torch.log(torch.tensor([TABLE[p[-1].item()] for p in prefixes]).clamp_min(1e-12))
-
-
-def test_beam_search_beats_greedy_on_a_known_case():
-    assert beam_search(toy_step, BOS, EOS, max_len=4, beam_size=1, alpha=0.0) == [2]  # greedy: 0.6·0.34
-    assert beam_search(toy_step, BOS, EOS, max_len=4, beam_size=2, alpha=0.0) == [3]  # better: 0.4·0.9
-
-
-def test_wide_beam_equals_exhaustive_search():
-    g = torch.Generator().manual_seed(0)
-    table = torch.softmax(torch.randn(5, 5, generator=g) * 2, -1)
-    table[:, BOS] = 0
-
-    def step(prefixes):
-        return torch.log(table[prefixes[:, -1]].clamp_min(1e-30))
-
-    best, best_score = None, -math.inf
-    for length in range(1, 4):
-        for seq in itertools.product([2, 3, 4], repeat=length - 1):
-            path = [BOS, *seq, EOS]
-            score = sum(math.log(table[a, b]) for a, b in zip(path, path[1:])) / length_penalty(length, 0.6)
-            if score > best_score:
-                best, best_score = list(seq), score
-    assert beam_search(step, BOS, EOS, max_len=3, beam_size=50, alpha=0.6) == best
-
-
+# -- decoding (lmlib.seq2seq's greedy_decode and beam_search, through Transformer.start/step) -----------
 def test_transformer_learns_to_copy_and_decodes():
+    from lmlib.seq2seq import beam_search, greedy_decode
+    from lmlib.translation import Seq2SeqBatch
+
     torch.manual_seed(0)
     model = Transformer(TransformerConfig(src_vocab_size=8, tgt_vocab_size=8, d_model=32, num_heads=2,
                                           num_encoder_layers=1, num_decoder_layers=1, d_ff=64, dropout=0.0,
                                           max_len=16))
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
-    from lmlib.translation import Seq2SeqBatch
 
     def batch(n=32):
         seq = torch.randint(4, 8, (n, 4))
@@ -213,8 +181,17 @@ def test_transformer_learns_to_copy_and_decodes():
         opt.step()
     test = batch(8)
     want = test.tgt_out[:, :4].tolist()
-    assert greedy_decode(model, test.src, test.src_mask, 2, 3, max_len=8) == want
-    assert beam_decode(model, test.src, test.src_mask, 2, 3, max_len=8, beam_size=3) == want
+    tokens, log_probs, weights = greedy_decode(model, test.src, test.src_mask, max_len=8)
+    assert tokens == want and weights.shape == (8, 5, 5)
+    # step() log-probabilities agree with one teacher-forced pass over the same tokens
+    model.eval()
+    logits = model(test.src, test.src_mask, test.tgt_in)
+    teacher = torch.log_softmax(logits, -1).gather(-1, test.tgt_out[..., None]).squeeze(-1).sum(1)
+    torch.testing.assert_close(torch.tensor(log_probs), teacher, atol=1e-4, rtol=1e-4)
+    for i in range(3):
+        hyps = beam_search(model, test.src[i:i + 1], test.src_mask[i:i + 1], beam_size=3, max_len=8)
+        assert hyps[0].tokens == want[i]
+        assert beam_search(model, test.src[i:i + 1], test.src_mask[i:i + 1], beam_size=1, max_len=8)[0].tokens == want[i]
 
 
 def test_translate_strings():
@@ -225,6 +202,7 @@ def test_translate_strings():
     torch.manual_seed(0)
     model = Transformer(TransformerConfig(len(data.src_vocab), len(data.tgt_vocab), d_model=16, num_heads=2,
                                           d_ff=16, max_len=20)).eval()
+    assert (model.config.bos_id, model.config.eos_id) == (data.tgt_vocab["<bos>"], data.tgt_vocab["<eos>"])
     for method in ("greedy", "beam"):
         out = translate(model, ["I am tall.", "you are cold"], data.src_vocab, data.tgt_vocab, method=method,
                         max_len=5)
