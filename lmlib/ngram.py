@@ -1,0 +1,415 @@
+"""N-gram language models: MLE, add-k, Jelinek-Mercer interpolation and (modified) Kneser-Ney.
+
+A language model factors a sentence by the chain rule, P(w_1..w_m) = prod_i p(w_i | w_1..w_{i-1}),
+and an n-gram model keeps only the last n-1 words of the history (the Markov assumption).
+Everything here is counted with NumPy on integer-coded n-grams, so a 5-gram model of the Penn
+Treebank is counted and evaluated in a few seconds.
+
+Papers:
+* F. Jelinek and R. Mercer (1980), Interpolated estimation of Markov source parameters from sparse data.
+* R. Kneser and H. Ney (1995), Improved backing-off for m-gram language modeling.
+* S. F. Chen and J. Goodman (1998), An empirical study of smoothing techniques for language modeling
+  (TR-10-98): interpolated Kneser-Ney and modified Kneser-Ney with three discounts D1, D2, D3+.
+* T. Mikolov et al. (2011), Empirical evaluation and combination of advanced language modeling
+  techniques: KN5 = 141.2 perplexity on PTB test, the number this module is checked against.
+
+Conventions (the same as SRILM and KenLM):
+* Vocabulary: the training types plus ``<unk>``; a word outside it is read as ``<unk>``, in the predicted
+  word and in the context alike. PTB already has a closed vocabulary of 10,000 types (with ``<eos>``),
+  so nothing is mapped there.
+* Sentences: each sentence is a list of tokens (PTB lines end with ``<eos>``, which is predicted like
+  any word). A start symbol ``<s>`` is put in front; it is context only, never predicted, and is not in
+  the vocabulary. ``padding="single"`` (default, SRILM/KenLM) puts one ``<s>`` and lets no n-gram reach
+  further back, so the first word is predicted from the bigram context ``<s>``. ``padding="full"`` puts
+  order-1 copies (nltk's ``pad_both_ends`` on the left), so every word has a full-length context.
+* Perplexity = exp(-(1/N) sum_i ln p(w_i | history)), N = number of predicted tokens (82,430 on PTB test).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from .vocab import Vocab
+
+SMOOTHINGS = ("mle", "add_k", "interp", "kn", "mkn")
+BOS = "<s>"
+
+
+def ngrams(sentence: Sequence[str], order: int, padding: str = "single") -> list[tuple[str, ...]]:
+    """Every n-gram (n = 1..order) that ends on a predicted token of ``sentence``, as the model counts them.
+
+    >>> ngrams(["a", "b"], 2)
+    [('a',), ('<s>', 'a'), ('b',), ('a', 'b')]
+    """
+    _check_order(order)
+    pad = _pad_length(order, padding)
+    tokens = [BOS] * pad + list(sentence)
+    return [tuple(tokens[t - n + 1:t + 1]) for t in range(pad, len(tokens)) for n in range(1, order + 1) if t - n + 1 >= 0]
+
+
+def _check_order(order: int) -> None:
+    if not isinstance(order, (int, np.integer)) or order < 1:
+        raise ValueError(f"order must be an integer >= 1 (1 = unigram, 2 = bigram, ...), got {order!r}")
+
+
+def _pad_length(order: int, padding: str) -> int:
+    if padding == "single":
+        return 1
+    if padding == "full":
+        return max(order - 1, 1)
+    raise ValueError(f"padding must be 'single' (one <s>, as SRILM/KenLM) or 'full' (order-1 copies, as nltk), got {padding!r}")
+
+
+class NGramLM:
+    """An order-``order`` n-gram language model over words.
+
+    Args:
+        order: n, the length of the longest n-gram (context of n-1 words).
+        smoothing: ``"mle"`` (relative frequencies), ``"add_k"`` (Lidstone; k=1 is Laplace), ``"interp"``
+            (Jelinek-Mercer: every order mixed with weight ``lam``), ``"kn"`` (interpolated Kneser-Ney, one
+            discount per order) or ``"mkn"`` (modified Kneser-Ney, three discounts per order).
+        k: the pseudo-count of add-k smoothing.
+        lam: the Jelinek-Mercer weight of the higher order, 0 < lam < 1.
+        discount: KN/MKN discounts. ``None`` estimates them from counts of counts (Chen & Goodman 1998);
+            a number fixes one discount for every order; a sequence gives one per order (index 0 = unigrams),
+            each a number, or for ``"mkn"`` a triple (D1, D2, D3+).
+        padding: ``"single"`` or ``"full"`` start symbols, see the module docstring.
+    """
+
+    def __init__(self, order: int, smoothing: str = "kn", *, k: float = 1.0, lam: float = 0.6,
+                 discount: float | Sequence | None = None, padding: str = "single"):
+        _check_order(order)
+        if smoothing not in SMOOTHINGS:
+            raise ValueError(f"smoothing must be one of {SMOOTHINGS}, got {smoothing!r}")
+        if not k >= 0:
+            raise ValueError(f"k is a pseudo-count and must be >= 0, got {k}")
+        if not 0 < lam < 1:
+            raise ValueError(f"lam is an interpolation weight and must lie strictly between 0 and 1, got {lam}")
+        _pad_length(order, padding)
+        self.order, self.smoothing, self.k, self.lam, self.padding = int(order), smoothing, float(k), float(lam), padding
+        self._discount_arg = discount
+        self.vocab: Vocab | None = None
+
+    def __repr__(self) -> str:
+        fitted = f", {len(self.vocab)} types" if self.vocab is not None else ", not fitted"
+        return f"NGramLM(order={self.order}, smoothing={self.smoothing!r}{fitted})"
+
+    # ---------------------------------------------------------------- counting
+    def _encode(self, sentences: Iterable[Sequence[str]]) -> tuple[np.ndarray, np.ndarray]:
+        """Flat ids of the padded sentences and each token's position in its padded sentence, both (T,)."""
+        pad = _pad_length(self.order, self.padding)
+        stoi, unk, bos = self.vocab.stoi, self.vocab.unk_id, self.bos_id
+        ids, pos = [], []
+        for sentence in sentences:
+            if isinstance(sentence, str):
+                raise ValueError("each sentence must be a list of tokens, not a string; split it first")
+            ids.extend([bos] * pad)
+            ids.extend(bos if t == BOS else stoi.get(t, unk) for t in sentence)
+            pos.extend(range(pad + len(sentence)))
+        return np.asarray(ids, dtype=np.int64), np.asarray(pos, dtype=np.int64)
+
+    def fit(self, sentences: Iterable[Sequence[str]]) -> NGramLM:
+        """Count every n-gram of ``sentences`` (lists of tokens) and precompute what smoothing needs."""
+        sentences = [list(s) for s in sentences]
+        if not sentences or not any(sentences):
+            raise ValueError("cannot fit an n-gram model on an empty corpus: give at least one non-empty sentence")
+        if any(BOS in s for s in sentences):
+            raise ValueError(f"{BOS!r} is the start symbol the model adds itself; remove it from the training text")
+        self.vocab = Vocab((t for s in sentences for t in s), unk="<unk>")
+        self.bos_id = len(self.vocab)
+        self.base = len(self.vocab) + 1  # ids 0..V-1 are words, V is <s>
+        ids, pos = self._encode(sentences)
+        pad = _pad_length(self.order, self.padding)
+        predicted = pos >= pad
+        N, B = self.order, self.base
+        # Table n holds the distinct n-grams that end anywhere (also on <s>, so that contexts exist), sorted
+        # by key = (id of its first n-1 words in table n-1) * B + last word. Table 1 is indexed by word id.
+        self.keys, self.count, self.first = [None] * (N + 1), [None] * (N + 1), [None] * (N + 1)
+        self.prefix, self.suffix = [None] * (N + 1), [None] * (N + 1)
+        self.count[1] = np.bincount(ids[predicted], minlength=B)
+        self.first[1] = np.arange(B)
+        position_ids = ids.copy()  # id (in table n-1) of the (n-1)-gram ending at each position, -1 if none
+        for n in range(2, N + 1):
+            valid = np.flatnonzero(pos >= n - 1)
+            keys = position_ids[valid - 1] * B + ids[valid]
+            uniq, first_at, inverse = np.unique(keys, return_index=True, return_inverse=True)
+            self.keys[n] = uniq
+            self.prefix[n] = uniq // B
+            self.count[n] = np.bincount(inverse[predicted[valid]], minlength=len(uniq))
+            self.first[n] = self.first[n - 1][self.prefix[n]]
+            new_ids = np.full_like(ids, -1)
+            new_ids[valid] = inverse
+            # the suffix of the n-gram ending at t is the (n-1)-gram ending at t, already in position_ids
+            self.suffix[n] = position_ids[valid[first_at]]
+            position_ids = new_ids
+        self._prepare_smoothing()
+        return self
+
+    def _prepare_smoothing(self) -> None:
+        """Per order n: the counts it uses, its discounts, and per-context totals (indexed by table n-1 ids)."""
+        N = self.order
+        self.used = [None] * (N + 1)  # the counts each order uses: raw, or KN's adjusted (continuation) counts
+        for n in range(1, N + 1):
+            if self.smoothing in ("kn", "mkn") and n < N:
+                self.used[n] = self.continuation_counts(n)
+            else:
+                self.used[n] = self.count[n].astype(np.float64)
+        self.discounts = self._discounts() if self.smoothing in ("kn", "mkn") else None
+        self.context_total, self.context_gamma = [None] * (N + 1), [None] * (N + 1)
+        for n in range(1, N + 1):
+            c = self.used[n]
+            groups = np.zeros(len(c), dtype=np.int64) if n == 1 else self.prefix[n]
+            size = 1 if n == 1 else len(self.count[n - 1])
+            self.context_total[n] = np.bincount(groups, weights=c, minlength=size)
+            if self.discounts is not None:
+                d = self.discounts[n - 1]
+                removed = np.where(c >= 3, d[2], np.where(c == 2, d[1], np.where(c == 1, d[0], 0.0)))
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    self.context_gamma[n] = np.bincount(groups, weights=removed, minlength=size) / self.context_total[n]
+
+    def continuation_counts(self, n: int) -> np.ndarray:
+        """Kneser-Ney's adjusted counts of table n (n < order): N1+(. w_{i-n+1}^i) = |{v : c(v w_{i-n+1}^i) > 0}|.
+
+        The number of distinct words seen just before the n-gram, not how often it occurs. With single padding
+        an n-gram that starts with <s> has no word before it, so it keeps its raw count (as SRILM and KenLM).
+        """
+        if not 1 <= n < self.order:
+            raise ValueError(f"continuation counts exist for orders 1..{self.order - 1}, got n={n}")
+        seen_above = self.count[n + 1] > 0
+        counts = np.bincount(self.suffix[n + 1][seen_above], minlength=len(self.count[n])).astype(np.float64)
+        if self.padding == "single":
+            starts = self.first[n] == self.bos_id
+            counts[starts] = self.count[n][starts]
+        return counts
+
+    def _discounts(self) -> np.ndarray:
+        """(order, 3) discounts D1, D2, D3+ per order (row 0 = unigrams).
+
+        Estimated from the counts of counts n_r of the counts each order uses (Chen & Goodman 1998, eq. 26):
+        Y = n1 / (n1 + 2 n2); KN: D = Y; MKN: D1 = 1 - 2Y n2/n1, D2 = 2 - 3Y n3/n2, D3+ = 3 - 4Y n4/n3.
+        """
+        N, arg = self.order, self._discount_arg
+        if arg is not None:
+            rows = [arg] * N if np.ndim(arg) == 0 else list(arg)
+            if len(rows) != N:
+                raise ValueError(f"discount has {len(rows)} entries but the model has {N} orders")
+            out = np.array([[float(r)] * 3 if np.ndim(r) == 0 else [float(x) for x in r] for r in rows])
+            if out.shape != (N, 3):
+                raise ValueError(f"each discount must be a number or a triple (D1, D2, D3+), got {arg!r}")
+            if np.any(out < 0) or np.any(out > np.array([1.0, 2.0, 3.0])):
+                raise ValueError(f"discounts must satisfy 0 <= D1 <= 1, 0 <= D2 <= 2, 0 <= D3+ <= 3, got {out.tolist()}")
+            return out
+        out = np.zeros((N, 3))
+        for n in range(1, N + 1):
+            c = self.used[n]
+            n1, n2, n3, n4 = (float(np.sum(c == r)) for r in (1, 2, 3, 4))
+            if n1 == 0 or n2 == 0 or (self.smoothing == "mkn" and (n3 == 0 or n4 == 0)):
+                raise ValueError(f"cannot estimate Kneser-Ney discounts for order {n}: counts of counts n1..n4 = "
+                                 f"{n1:.0f}, {n2:.0f}, {n3:.0f}, {n4:.0f} (the corpus is too small); pass discount=")
+            y = n1 / (n1 + 2 * n2)
+            out[n - 1] = [y] * 3 if self.smoothing == "kn" else [1 - 2 * y * n2 / n1, 2 - 3 * y * n3 / n2, 3 - 4 * y * n4 / n3]
+        return out
+
+    # ---------------------------------------------------------------- probabilities
+    def _check_fitted(self) -> None:
+        if self.vocab is None:
+            raise ValueError("the model is not fitted yet: call .fit(sentences) first")
+
+    def _lookup(self, n: int, context_ids: np.ndarray, words: np.ndarray) -> np.ndarray:
+        """Row of each (context, word) n-gram in table n, or -1 where it was never seen (or context_ids is -1)."""
+        if n == 1:
+            return words.copy()
+        keys = context_ids * self.base + words
+        at = np.minimum(np.searchsorted(self.keys[n], keys), len(self.keys[n]) - 1)
+        return np.where((context_ids >= 0) & (self.keys[n][at] == keys), at, -1)
+
+    def _probabilities(self, contexts: list[np.ndarray], grams: list[np.ndarray]) -> np.ndarray:
+        """p(w | h) for M (history, word) pairs, given for each order n the row of the context in table n-1
+        (``contexts[n]``: -1 if never seen, -2 if the history is shorter than n-1 words; 0 for n = 1) and of
+        the n-gram in table n (``grams[n]``, -1 if unseen). Returns (M,)."""
+        V, N = len(self.vocab), self.order
+        M = len(grams[1])
+        p = np.full(M, 1.0 / V)
+        found = np.zeros(M, dtype=bool)  # MLE / add-k: the highest order with a usable context wins
+        for n in range(N, 0, -1) if self.smoothing in ("mle", "add_k") else []:
+            h, g = contexts[n], grams[n]
+            total = np.where(h >= 0, self.context_total[n][np.maximum(h, 0)], 0.0)
+            count = np.where(g >= 0, self.used[n][np.maximum(g, 0)], 0.0)
+            # add-k uses the full context even when it was never seen (then p = 1/V); MLE has no value for an
+            # unseen context (0/0), so it falls back to the longest seen suffix of the history
+            usable = ~found & ((h != -2) if self.smoothing == "add_k" else (total > 0))
+            with np.errstate(invalid="ignore", divide="ignore"):
+                if self.smoothing == "add_k":
+                    value = (count + self.k) / (total + self.k * V)
+                else:
+                    value = count / total
+            p = np.where(usable, value, p)
+            found |= usable
+        if self.smoothing in ("mle", "add_k"):
+            return p
+        for n in range(1, N + 1):
+            h, g = contexts[n], grams[n]
+            total = np.where(h >= 0, self.context_total[n][np.maximum(h, 0)], 0.0)
+            count = np.where(g >= 0, self.used[n][np.maximum(g, 0)], 0.0)
+            seen = total > 0
+            safe_total = np.where(seen, total, 1.0)
+            if self.smoothing == "interp":
+                higher = self.lam * count / safe_total + (1 - self.lam) * p
+            else:
+                d = self.discounts[n - 1]
+                discount = np.where(count >= 3, d[2], np.where(count == 2, d[1], np.where(count == 1, d[0], 0.0)))
+                gamma = self.context_gamma[n][np.maximum(h, 0)]
+                higher = np.maximum(count - discount, 0.0) / safe_total + np.where(seen, gamma, 0.0) * p
+            p = np.where(seen, higher, p)
+        return p
+
+    def _context_rows(self, history: Sequence[int]) -> list[int]:
+        """rows[m] = row of the last m words of ``history`` (ids) in table m, for m = 0..order-1;
+        0 for m = 0, -1 if that m-gram was never seen, -2 if the history is shorter than m."""
+        return [0] + [self._row_of(history[-m:]) if m <= len(history) else -2 for m in range(1, self.order)]
+
+    def _row_of(self, gram: Sequence[int]) -> int:
+        row = int(gram[0])
+        for n in range(2, len(gram) + 1):
+            row = int(self._lookup(n, np.array([row]), np.array([gram[n - 1]]))[0])
+            if row < 0:
+                return -1
+        return row
+
+    def _history_ids(self, context: Sequence[str]) -> list[int]:
+        if isinstance(context, str):
+            raise ValueError("context must be a list of tokens, not a string; split it first")
+        pad = _pad_length(self.order, self.padding)
+        ids = [self.bos_id if t == BOS else self.vocab[t] for t in context]
+        if BOS not in context:  # a context is read from the sentence start, as in training
+            ids = [self.bos_id] * pad + ids
+        return ids[-(self.order - 1):] if self.order > 1 else []
+
+    def next_distribution(self, context: Sequence[str] = ()) -> np.ndarray:
+        """p(w | context) for every word w of the vocabulary, shape (V,), in ``vocab.itos`` order; sums to 1.
+
+        ``context`` is read as the start of a sentence (start symbols are added unless it already has ``<s>``).
+        """
+        self._check_fitted()
+        history = self._history_ids(context)
+        V = len(self.vocab)
+        words = np.arange(V)
+        rows = self._context_rows(history)
+        contexts = [None, np.zeros(V, dtype=np.int64)] + [np.full(V, rows[n - 1]) for n in range(2, self.order + 1)]
+        grams = [None] + [self._lookup(n, contexts[n], words) for n in range(1, self.order + 1)]
+        return self._probabilities(contexts, grams)
+
+    def prob(self, word: str, context: Sequence[str] = ()) -> float:
+        """p(word | context); unknown words are read as ``<unk>``."""
+        return float(self.next_distribution(context)[self.vocab[word]])
+
+    def logprob(self, word: str, context: Sequence[str] = ()) -> float:
+        """ln p(word | context) (natural log; -inf for a zero probability)."""
+        p = self.prob(word, context)
+        return math.log(p) if p > 0 else -math.inf
+
+    def token_probabilities(self, sentences: Iterable[Sequence[str]]) -> np.ndarray:
+        """p(w_i | history) for every predicted token of ``sentences`` (all tokens, <eos> included), shape (N,)."""
+        self._check_fitted()
+        sentences = [list(s) for s in sentences]
+        if not sentences or not any(sentences):
+            raise ValueError("cannot evaluate on an empty corpus: give at least one non-empty sentence")
+        ids, pos = self._encode(sentences)
+        pad = _pad_length(self.order, self.padding)
+        position_rows = [None, ids.copy()]
+        for n in range(2, self.order + 1):
+            rows = np.full_like(ids, -1)
+            valid = np.flatnonzero(pos >= n - 1)
+            rows[valid] = self._lookup(n, position_rows[n - 1][valid - 1], ids[valid])
+            position_rows.append(rows)
+        targets = np.flatnonzero(pos >= pad)
+        contexts = [None, np.zeros(len(targets), dtype=np.int64)]
+        for n in range(2, self.order + 1):
+            contexts.append(np.where(pos[targets] >= n - 1, position_rows[n - 1][targets - 1], -2))
+        grams = [None] + [position_rows[n][targets] for n in range(1, self.order + 1)]
+        return self._probabilities(contexts, grams)
+
+    def perplexity(self, sentences: Iterable[Sequence[str]]) -> float:
+        """PP = exp(-(1/N) sum_i ln p(w_i | w_{i-n+1}..w_{i-1})) over the N predicted tokens (inf if any p is 0)."""
+        p = self.token_probabilities(sentences)
+        with np.errstate(divide="ignore"):
+            return float(np.exp(-np.mean(np.log(p))))
+
+    def sample(self, context: Sequence[str] = (), max_tokens: int = 30, temperature: float = 1.0,
+               seed: int | None = 0, stop: str | None = "<eos>") -> list[str]:
+        """Draw words one at a time from p(w | history)^(1/temperature), renormalised, until ``stop``."""
+        self._check_fitted()
+        if not temperature > 0:
+            raise ValueError(f"temperature must be > 0, got {temperature}")
+        rng = np.random.default_rng(seed)
+        words = list(context)
+        out: list[str] = []
+        for _ in range(max_tokens):
+            p = self.next_distribution(words)
+            logits = np.log(np.maximum(p, 1e-300)) / temperature
+            q = np.exp(logits - logits.max()) * (p > 0)
+            w = self.vocab.itos[int(rng.choice(len(q), p=q / q.sum()))]
+            out.append(w)
+            words.append(w)
+            if w == stop:
+                break
+        return out
+
+    def explain(self, word: str, context: Sequence[str] = ()) -> list[dict]:
+        """How p(word | context) is built, order by order (interp/kn/mkn): the count used, the context total,
+        the discount, gamma (the mass passed down) and p_n, the probability after mixing in order n."""
+        self._check_fitted()
+        if self.smoothing not in ("interp", "kn", "mkn"):
+            raise ValueError(f"explain() shows the interpolation of interp/kn/mkn, not {self.smoothing!r}")
+        history = self._history_ids(context)
+        rows = self._context_rows(history)
+        w = np.array([self.vocab[word]])
+        out, contexts, grams = [], [None], [None]
+        for n in range(1, self.order + 1):
+            contexts.append(np.array([0 if n == 1 else rows[n - 1]]))
+            grams.append(self._lookup(n, contexts[n], w))
+            h, g = int(contexts[n][0]), int(grams[n][0])
+            count = float(self.used[n][g]) if g >= 0 else 0.0
+            total = float(self.context_total[n][h]) if h >= 0 else 0.0
+            shown = [self.vocab.itos[i] if i < len(self.vocab) else BOS for i in history[len(history) - n + 1:]] if n > 1 else []
+            row = {"order": n, "context": " ".join(shown), "count": count, "context_total": total,
+                   "p_n": float(self._probabilities_upto(contexts, grams, n)[0])}
+            if self.discounts is not None:
+                d = self.discounts[n - 1]
+                row["discount"] = float(0 if count == 0 else d[min(int(count), 3) - 1])
+                row["gamma"] = float(self.context_gamma[n][h]) if total > 0 else 1.0
+            out.append(row)
+        return out
+
+    def _probabilities_upto(self, contexts, grams, n):
+        order, self.order = self.order, n
+        try:
+            return self._probabilities(contexts, grams)
+        finally:
+            self.order = order
+
+
+def ptb_perplexities(orders: Iterable[int], smoothings: Iterable[str], splits: Iterable[str] = ("valid", "test"),
+                     **options) -> list[dict]:
+    """Fit on PTB train and evaluate: one row {order, smoothing, split, perplexity, tokens} per combination."""
+    from .data import load_ptb
+
+    splits = list(splits)
+    for split in splits:
+        if split not in ("train", "valid", "test"):
+            raise ValueError(f"unknown PTB split {split!r}: use 'train', 'valid' or 'test'")
+    train = load_ptb("train")
+    data = {split: load_ptb(split) for split in splits}
+    rows = []
+    for smoothing in smoothings:
+        for order in orders:
+            model = NGramLM(order, smoothing, **options).fit(train)
+            for split in splits:
+                p = model.token_probabilities(data[split])
+                with np.errstate(divide="ignore"):
+                    ppl = float(np.exp(-np.mean(np.log(p))))
+                rows.append({"order": order, "smoothing": smoothing, "split": split, "perplexity": ppl, "tokens": len(p)})
+    return rows
