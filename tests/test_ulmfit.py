@@ -1,0 +1,166 @@
+"""ULMFiT pieces checked against Howard & Ruder (2018): concat pooling by hand, the head's layers,
+discriminative rates, gradual unfreezing, vocabulary extension, and the shipped checkpoint."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from lmlib.awd_lstm import AWDLSTMConfig, AWDLSTMLanguageModel
+from lmlib.batching import classification_batches
+from lmlib.objectives import classification_loss
+from lmlib.schedules import STLR
+from lmlib.trainer import Trainer
+from lmlib.ulmfit import (PRETRAINED_DIR, GradualUnfreezing, PoolingClassifierHead, ULMFiTClassifier, concat_pool,
+                          discriminative_param_groups, extend_vocab, lm_param_groups, load_pretrained,
+                          save_pretrained, sha256_file, unfreezing_timeline)
+from lmlib.vocab import Vocab
+
+
+def tiny_cfg(vocab_size=12, **kw):
+    base = dict(vocab_size=vocab_size, emb_size=6, hidden_size=8, n_layers=3, embed_p=0.0, input_p=0.0,
+                hidden_p=0.0, weight_p=0.0, output_p=0.0, pad_id=0)
+    return AWDLSTMConfig(**{**base, **kw})
+
+
+def test_concat_pool_by_hand_with_padding():
+    H = torch.tensor([[[1.0, -1.0], [3.0, 0.0], [2.0, 5.0]],
+                      [[-4.0, 2.0], [9.0, 9.0], [9.0, 9.0]]])  # second row: one real token, two padded
+    mask = torch.tensor([[True, True, True], [True, False, False]])
+    expected = torch.tensor([
+        [2.0, 5.0, 3.0, 5.0, 2.0, 4.0 / 3.0],   # h_T = last, max, mean over 3 tokens
+        [-4.0, 2.0, -4.0, 2.0, -4.0, 2.0],      # padding (the 9s) ignored everywhere
+    ])
+    assert torch.allclose(concat_pool(H, mask), expected)
+
+
+def test_concat_pool_rejects_bad_shapes_and_empty_rows():
+    with pytest.raises(ValueError, match="batch, time, d"):
+        concat_pool(torch.zeros(2, 3), torch.ones(2, 3, dtype=torch.bool))
+    with pytest.raises(ValueError, match="mask"):
+        concat_pool(torch.zeros(2, 3, 4), torch.ones(2, 4, dtype=torch.bool))
+    with pytest.raises(ValueError, match="no real tokens"):
+        concat_pool(torch.zeros(2, 3, 4), torch.tensor([[1, 1, 0], [0, 0, 0]], dtype=torch.bool))
+
+
+def test_head_is_bn_dropout_linear_relu_bn_dropout_linear():
+    head = PoolingClassifierHead(30, 2, hidden=50, p1=0.4, p2=0.1)
+    kinds = [type(m) for m in head.layers]
+    assert kinds == [nn.BatchNorm1d, nn.Dropout, nn.Linear, nn.ReLU, nn.BatchNorm1d, nn.Dropout, nn.Linear]
+    assert head.layers[0].num_features == 30 and head.layers[2].in_features == 30 and head.layers[2].out_features == 50
+    assert head.layers[4].num_features == 50 and head.layers[6].out_features == 2
+    assert head.layers[1].p == 0.4 and head.layers[5].p == 0.1
+    for bad in (-0.1, 1.0):
+        with pytest.raises(ValueError, match="dropout probability"):
+            PoolingClassifierHead(30, 2, p1=bad)
+
+
+def test_classifier_ignores_padding():
+    torch.manual_seed(0)
+    model = ULMFiTClassifier(AWDLSTMLanguageModel(tiny_cfg()).encoder, n_classes=2).eval()
+    ids = torch.tensor([[3, 4, 5, 6]])
+    padded = torch.tensor([[3, 4, 5, 6, 0, 0, 0], [7, 8, 0, 0, 0, 0, 0]])
+    mask = padded != 0
+    alone = model(ids, torch.ones_like(ids, dtype=torch.bool))
+    assert torch.allclose(model(padded, mask)[0], alone[0], atol=1e-6)
+
+
+def test_discriminative_groups_lrs_are_eta_over_2_6_powers():
+    torch.manual_seed(0)
+    lm = AWDLSTMLanguageModel(tiny_cfg())
+    groups = lm_param_groups(lm, 0.01)
+    assert [g["lr"] for g in groups] == pytest.approx([0.01 / 2.6**k for k in (3, 2, 1, 0)])
+    ids = [id(p) for g in groups for p in g["params"]]
+    assert len(ids) == len(set(ids)) == len(list(lm.parameters()))  # tied weight once, every parameter once
+    clf = ULMFiTClassifier(lm.encoder, 2)
+    cgroups = discriminative_param_groups(clf.layer_groups(), 0.004)
+    assert [g["lr"] for g in cgroups] == pytest.approx([0.004 / 2.6**k for k in (4, 3, 2, 1, 0)])
+    assert cgroups[-1]["params"] == list(clf.head.parameters())
+
+
+def _toy_classification(n=24, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    seqs = [torch.randint(1, 12, (int(torch.randint(2, 7, (1,), generator=g)),), generator=g).tolist() for _ in range(n)]
+    labels = [int(s[0] > 6) for s in seqs]
+    return seqs, labels
+
+
+def test_gradual_unfreezing_trains_one_more_group_per_epoch_and_frozen_params_stay():
+    torch.manual_seed(0)
+    clf = ULMFiTClassifier(AWDLSTMLanguageModel(tiny_cfg()).encoder, 2)
+    groups = clf.layer_groups()
+    opt = torch.optim.Adam(discriminative_param_groups(groups, 0.01))
+    seqs, labels = _toy_classification()
+    batches = classification_batches(seqs, labels, 8, pad_id=0)
+    unfreeze = GradualUnfreezing(groups)
+    snapshots = []
+
+    class Snapshot(GradualUnfreezing.__mro__[1]):  # a bare Callback
+        def on_epoch_begin(self, trainer):
+            snapshots.append(([[p.requires_grad for p in g.parameters()] for g in groups],
+                              [[p.detach().clone() for p in g.parameters()] for g in groups]))
+
+    trainer = Trainer(clf, opt, classification_loss, [unfreeze, Snapshot(), STLR(5 * len(batches))], device="cpu")
+    trainer.fit(batches, epochs=5)
+    final = [[p.detach().clone() for p in g.parameters()] for g in groups]
+    after = [s[1] for s in snapshots[1:]] + [final]
+    assert unfreeze.schedule == [[4], [3, 4], [2, 3, 4], [1, 2, 3, 4], [0, 1, 2, 3, 4]]
+    for epoch, ((flags, before), end) in enumerate(zip(snapshots, after)):
+        n_trainable = epoch + 1
+        for gi, (group_flags, b, e) in enumerate(zip(flags, before, end)):
+            trainable = gi >= len(groups) - n_trainable
+            assert all(f == trainable for f in group_flags), (epoch, gi)
+            changed = any(not torch.equal(x, y) for x, y in zip(b, e))
+            assert changed == trainable, f"epoch {epoch}: group {gi} changed={changed}, trainable={trainable}"
+
+
+def test_unfreezing_timeline():
+    table = unfreezing_timeline(3, 4, 0.01)
+    assert table[:, 0].tolist() == pytest.approx([0, 0, 0.01])
+    assert table[:, 1].tolist() == pytest.approx([0, 0.01 / 2.6, 0.01])
+    assert table[:, 3].tolist() == pytest.approx([0.01 / 2.6**2, 0.01 / 2.6, 0.01])
+
+
+def test_extend_vocab_keeps_known_rows_and_initialises_new_ones_with_the_mean():
+    torch.manual_seed(0)
+    vocab = Vocab("a b c d e f g h i j".split(), specials=("<pad>",), unk="<unk>")
+    lm = AWDLSTMLanguageModel(tiny_cfg(len(vocab), pad_id=0)).eval()
+    texts = [["a", "zz", "yy", "zz"], ["yy", "q"]]
+    new_lm, new_vocab = extend_vocab(lm, vocab, texts, min_freq=2)
+    assert new_vocab.itos == vocab.itos + ["yy", "zz"]  # "q" is seen once: stays <unk>
+    old_e, new_e = lm.encoder.embedding.weight, new_lm.encoder.embedding.weight
+    assert torch.equal(new_e[: len(vocab)], old_e)
+    mean = old_e[1:].mean(0)  # every row but <pad>
+    assert torch.allclose(new_e[len(vocab)], mean) and torch.allclose(new_e[len(vocab) + 1], mean)
+    assert new_lm.decoder.weight is new_lm.encoder.embedding.weight
+    ids = torch.tensor([[2, 3, 4]])
+    assert torch.allclose(new_lm.eval()(ids)[0][..., : len(vocab)], lm(ids)[0], atol=1e-6)
+
+
+def test_save_and_load_pretrained_verifies_sha256(tmp_path):
+    torch.manual_seed(0)
+    vocab = Vocab("a b c d e f g h i j".split(), specials=("<pad>",), unk="<unk>")
+    lm = AWDLSTMLanguageModel(tiny_cfg(len(vocab), pad_id=0)).eval()
+    report = save_pretrained(lm, vocab, tmp_path, {"valid_ppl": 1.0})
+    assert report["sha256"]["vocab.json"] == sha256_file(tmp_path / "vocab.json")
+    loaded, loaded_vocab = load_pretrained(tmp_path, output_p=0.3)
+    assert loaded_vocab == vocab and loaded.cfg.output_p == 0.3
+    ids = torch.tensor([[2, 3, 4, 5]])
+    assert torch.allclose(loaded.eval()(ids)[0], lm(ids)[0], atol=1e-2)  # fp16 storage
+    data = bytearray((tmp_path / "awd_lstm_ptb.safetensors").read_bytes())
+    data[-1] ^= 1
+    (tmp_path / "awd_lstm_ptb.safetensors").write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="sha256"):
+        load_pretrained(tmp_path)
+
+
+@pytest.mark.skipif(not (PRETRAINED_DIR / "pretrain.json").is_file(), reason="checkpoint not shipped")
+def test_shipped_checkpoint_loads_and_is_small():
+    report = json.loads((PRETRAINED_DIR / "pretrain.json").read_text())
+    assert (PRETRAINED_DIR / "awd_lstm_ptb.safetensors").stat().st_size <= 8 * 1024 * 1024
+    lm, vocab = load_pretrained()
+    assert len(vocab) == lm.cfg.vocab_size == 10001 and vocab.itos[0] == "<pad>"
+    assert report["sha256"]["awd_lstm_ptb.safetensors"] == sha256_file(PRETRAINED_DIR / "awd_lstm_ptb.safetensors")
