@@ -223,7 +223,7 @@ def train_word2vec(sentences: Sequence[Sequence[str]], config: Word2VecConfig | 
     word_counts = torch.tensor([vocab.counts[w] for w in vocab.itos], dtype=torch.float64)
     keep = keep_probability(word_counts / word_counts.sum(), config.sample, config.subsampling).float()
     generator = torch.Generator().manual_seed(config.seed)
-    torch.manual_seed(config.seed)
+    torch.manual_seed(config.seed)  # the initial vectors are drawn from the global generator
 
     def epoch_batches(epoch: int):
         mask = torch.rand(len(ids), generator=generator) < keep[ids]
