@@ -60,11 +60,20 @@ class Attention(nn.Module):
 
     name = "attention"
 
-    def score(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
-        """Scores e, shape (batch, m, n), for query (batch, m, d_q) and keys (batch, n, d_k)."""
+    def prepare_keys(self, keys: torch.Tensor) -> torch.Tensor:
+        """The part of the score that depends on the keys only. A decoder that attends to the same
+        keys at every step computes it once per sentence and passes it as ``prepared_keys``."""
+        return keys
+
+    def score_prepared(self, query: torch.Tensor, prepared: torch.Tensor) -> torch.Tensor:
+        """Scores e, shape (batch, m, n), for query (batch, m, d_q) and ``prepare_keys(keys)``."""
         raise NotImplementedError
 
-    def forward(self, query, keys, values, mask=None) -> tuple[torch.Tensor, torch.Tensor]:
+    def score(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        """Scores e, shape (batch, m, n), for query (batch, m, d_q) and keys (batch, n, d_k)."""
+        return self.score_prepared(query, self.prepare_keys(keys))
+
+    def forward(self, query, keys, values, mask=None, prepared_keys=None) -> tuple[torch.Tensor, torch.Tensor]:
         if keys.dim() != 3 or values.dim() != 3:
             raise ValueError(f"keys and values must be (batch, n, d); got keys {tuple(keys.shape)}, "
                              f"values {tuple(values.shape)}")
@@ -82,7 +91,8 @@ class Attention(nn.Module):
             if mask.dim() != 3 or mask.shape[0] != keys.shape[0] or mask.shape[-1] != keys.shape[1]:
                 raise ValueError(f"mask must be (batch, n) or (batch, m, n) = {tuple(keys.shape[:2])}...; "
                                  f"got {tuple(mask.shape)}")
-        scores = self.score(query, keys)
+        prepared = self.prepare_keys(keys) if prepared_keys is None else prepared_keys
+        scores = self.score_prepared(query, prepared)
         weights = masked_softmax(scores, mask)
         context = weights @ values
         if single:
@@ -104,18 +114,19 @@ class ContentAttention(Attention):
             raise ValueError(f"key strength beta must be positive, got {beta}")
         self.beta, self.eps = beta, eps
 
-    def score(self, query, keys):
+    def prepare_keys(self, keys):
+        return keys / keys.norm(dim=-1, keepdim=True).clamp_min(self.eps)
+
+    def score_prepared(self, query, unit_keys):
         q = query / query.norm(dim=-1, keepdim=True).clamp_min(self.eps)
-        k = keys / keys.norm(dim=-1, keepdim=True).clamp_min(self.eps)
-        return self.beta * (q @ k.transpose(1, 2))
+        return self.beta * (q @ unit_keys.transpose(1, 2))
 
 
 class AdditiveAttention(Attention):
     """Bahdanau et al. 2015, eq. 6 (appendix A.1.2): e_ij = v_aᵀ tanh(W_a s_{i-1} + U_a h_j).
 
     W_a: (d_attn, d_q), U_a: (d_attn, d_k), v_a: (d_attn,). ``U_a h_j`` does not depend on the
-    decoder step, so a decoder may precompute it once per sentence (the paper's remark); here it is
-    recomputed, which is simpler and cheap for short sentences.
+    decoder step, so it is the prepared key: a decoder computes it once per sentence (the paper's remark).
     """
 
     name = "additive"
@@ -126,9 +137,12 @@ class AdditiveAttention(Attention):
         self.U_a = nn.Linear(d_key, d_attn, bias=False)
         self.v_a = nn.Linear(d_attn, 1, bias=False)
 
-    def score(self, query, keys):
+    def prepare_keys(self, keys):
+        return self.U_a(keys)
+
+    def score_prepared(self, query, U_h):
         # (batch, m, 1, d_attn) + (batch, 1, n, d_attn) -> (batch, m, n, d_attn)
-        hidden = torch.tanh(self.W_a(query).unsqueeze(2) + self.U_a(keys).unsqueeze(1))
+        hidden = torch.tanh(self.W_a(query).unsqueeze(2) + U_h.unsqueeze(1))
         return self.v_a(hidden).squeeze(-1)
 
 
@@ -146,7 +160,7 @@ class LocationAttention(Attention):
         self.max_keys = max_keys
         self.W_a = nn.Linear(d_query, max_keys, bias=False)
 
-    def score(self, query, keys):
+    def score_prepared(self, query, keys):
         n = keys.shape[1]
         if n > self.max_keys:
             raise ValueError(f"location attention was built for at most {self.max_keys} keys, got {n}; "
@@ -164,8 +178,11 @@ class GeneralAttention(Attention):
         self.W_a = nn.Parameter(torch.empty(d_query, d_key))
         nn.init.xavier_uniform_(self.W_a)
 
-    def score(self, query, keys):
-        return query @ self.W_a @ keys.transpose(1, 2)
+    def prepare_keys(self, keys):
+        return keys @ self.W_a.T  # W_a h̄_s: (batch, n, d_q)
+
+    def score_prepared(self, query, W_h):
+        return query @ W_h.transpose(1, 2)
 
 
 class DotAttention(Attention):
@@ -173,7 +190,7 @@ class DotAttention(Attention):
 
     name = "dot"
 
-    def score(self, query, keys):
+    def score_prepared(self, query, keys):
         if query.shape[-1] != keys.shape[-1]:
             raise ValueError(f"dot-product attention needs d_q == d_k, got {query.shape[-1]} and {keys.shape[-1]}; "
                              "use 'general' to learn a map between different sizes")
@@ -186,8 +203,8 @@ class ScaledDotAttention(DotAttention):
 
     name = "scaled_dot"
 
-    def score(self, query, keys):
-        return super().score(query, keys) / math.sqrt(keys.shape[-1])
+    def score_prepared(self, query, keys):
+        return super().score_prepared(query, keys) / math.sqrt(keys.shape[-1])
 
 
 SCORE_FUNCTIONS = ("content", "additive", "location", "general", "dot", "scaled_dot")

@@ -1,0 +1,108 @@
+"""BLEU and chrF against nltk on the same data, plus a BLEU computed by hand."""
+
+import math
+import random
+
+import pytest
+from nltk.translate import bleu_score, chrf_score
+
+from lmlib.metrics import corpus_bleu, corpus_chrf, sentence_chrf
+
+# The examples of Papineni et al. 2002 (as used in nltk's docs), plus short French sentences.
+HYP1 = "It is a guide to action which ensures that the military always obeys the commands of the party".split()
+REF1 = [
+    "It is a guide to action that ensures that the military will forever heed Party commands".split(),
+    "It is the guiding principle which guarantees the military forces always being under the command of the Party".split(),
+    "It is the practical guide for the army always to heed the directions of the party".split(),
+]
+HYP2 = "he read the book because he was interested in world history".split()
+REF2 = ["he was interested in world history because he read the book".split()]
+
+
+def random_corpus(seed, n=40, min_hyp_len=1):
+    rng = random.Random(seed)
+    words = "je tu il elle est suis es grand petit ici là pas ne très le la un une . !".split()
+    hyps, refs = [], []
+    for _ in range(n):
+        ref = [rng.choice(words) for _ in range(rng.randint(3, 9))]
+        hyp = [w if rng.random() < 0.7 else rng.choice(words) for w in ref]
+        if rng.random() < 0.3:
+            hyp = hyp[: rng.randint(min_hyp_len, len(hyp))] if len(hyp) > min_hyp_len else hyp
+        refs.append([ref] + ([[rng.choice(words) for _ in range(5)]] if rng.random() < 0.3 else []))
+        hyps.append(hyp)
+    return hyps, refs
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_bleu_matches_nltk(seed):
+    # hypotheses of at least 4 tokens: see test_bleu_short_hypotheses for the one difference
+    hyps, refs = random_corpus(seed, min_hyp_len=4)
+    hyps = [h for h in hyps if len(h) >= 4]
+    refs = refs[: len(hyps)]
+    hyps, refs = hyps + [HYP1, HYP2], refs + [REF1, REF2]
+    assert corpus_bleu(hyps, refs) == pytest.approx(bleu_score.corpus_bleu(refs, hyps), abs=1e-12)
+    assert corpus_bleu([HYP1, HYP2], [REF1, REF2]) == pytest.approx(bleu_score.corpus_bleu([REF1, REF2], [HYP1, HYP2]))
+
+
+def test_bleu_short_hypotheses():
+    """nltk counts a hypothesis with no n-gram of order n as 1 n-gram in p_n's denominator
+    (``max(1, ...)``); Papineni's p_n, used here, counts 0. Adding that 1 back reproduces nltk."""
+    hyps, refs = random_corpus(3)
+    short = [sum(1 for h in hyps if len(h) < n) for n in range(1, 5)]
+    assert short[3] > 0
+    mine = corpus_bleu(hyps, refs)
+    assert mine != pytest.approx(bleu_score.corpus_bleu(refs, hyps))
+    # recompute nltk's version from the same counts
+    matched, total = [0] * 4, [0] * 4
+    for h, rs in zip(hyps, refs):
+        for n in range(1, 5):
+            grams = [tuple(h[i:i + n]) for i in range(len(h) - n + 1)]
+            total[n - 1] += max(1, len(grams))
+            matched[n - 1] += sum(min(grams.count(g), max([tuple(r[i:i + n]) for i in range(len(r) - n + 1)].count(g)
+                                                           for r in rs)) for g in set(grams))
+    c = sum(len(h) for h in hyps)
+    r = sum(min((abs(len(x) - len(h)), len(x)) for x in rs)[1] for h, rs in zip(hyps, refs))
+    nltk_like = min(1.0, math.exp(1 - r / c)) * math.exp(sum(math.log(m / t) for m, t in zip(matched, total)) / 4)
+    assert nltk_like == pytest.approx(bleu_score.corpus_bleu(refs, hyps))
+
+
+def test_bleu_by_hand():
+    # hypothesis "the cat sat" vs reference "the cat sat down": p_1 = 3/3, p_2 = 2/2, c = 3, r = 4
+    got = corpus_bleu(["the cat sat".split()], [["the cat sat down".split()]], max_n=2)
+    assert got == pytest.approx(math.exp(1 - 4 / 3))
+    # clipping: "the the the" against "the cat": p_1 = min(3, 1) / 3
+    got = corpus_bleu(["the the the".split()], [["the cat".split()]], max_n=1)
+    assert got == pytest.approx(1 / 3)
+    # no matching 2-gram anywhere: BLEU-2 is 0
+    assert corpus_bleu(["cat the".split()], [["the cat".split()]], max_n=2) == 0.0
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_chrf_matches_nltk(seed):
+    hyps, refs = random_corpus(seed)
+    single = [r[:1] for r in refs]
+    want = chrf_score.corpus_chrf([r[0] for r in single], hyps)
+    assert corpus_chrf(hyps, single) == pytest.approx(want, abs=1e-9)
+    for h, r in zip(hyps[:10], single[:10]):
+        assert sentence_chrf(h, r[0]) == pytest.approx(chrf_score.sentence_chrf(r[0], h), abs=1e-9)
+    assert sentence_chrf(HYP1, REF1[0], beta=2.0) == pytest.approx(chrf_score.sentence_chrf(REF1[0], HYP1, beta=2.0))
+    # a string and its token list score the same
+    assert sentence_chrf(" ".join(HYP2), " ".join(REF2[0])) == pytest.approx(sentence_chrf(HYP2, REF2[0]))
+
+
+def test_chrf_multi_reference_takes_best():
+    hyp = ["il", "est", "grand", "."]
+    good, bad = ["il", "est", "grand", "."], ["elle", "part", "."]
+    assert corpus_chrf([hyp], [[bad, good]]) == pytest.approx(1.0)
+    assert corpus_chrf([hyp], [[bad]]) < 0.5
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="hypotheses but"):
+        corpus_bleu([["a"]], [])
+    with pytest.raises(ValueError, match="empty corpus"):
+        corpus_chrf([], [])
+    with pytest.raises(ValueError, match="token lists, not strings"):
+        corpus_bleu(["a b"], [[["a", "b"]]])
+    with pytest.raises(ValueError, match="list of token lists"):
+        corpus_bleu([["a"]], [["a"]])
