@@ -28,7 +28,9 @@ Conventions (the same as SRILM and KenLM):
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Sequence
+from itertools import chain, repeat
 
 import numpy as np
 
@@ -98,27 +100,31 @@ class NGramLM:
         return f"NGramLM(order={self.order}, smoothing={self.smoothing!r}{fitted})"
 
     # ---------------------------------------------------------------- counting
-    def _encode(self, sentences: Iterable[Sequence[str]]) -> tuple[np.ndarray, np.ndarray]:
+    def _encode(self, sentences: list[list[str]]) -> tuple[np.ndarray, np.ndarray]:
         """Flat ids of the padded sentences and each token's position in its padded sentence, both (T,)."""
         pad = _pad_length(self.order, self.padding)
-        stoi, unk, bos = self.vocab.stoi, self.vocab.unk_id, self.bos_id
-        ids, pos = [], []
-        for sentence in sentences:
-            if isinstance(sentence, str):
-                raise ValueError("each sentence must be a list of tokens, not a string; split it first")
-            ids.extend([bos] * pad)
-            ids.extend(bos if t == BOS else stoi.get(t, unk) for t in sentence)
-            pos.extend(range(pad + len(sentence)))
-        return np.asarray(ids, dtype=np.int64), np.asarray(pos, dtype=np.int64)
+        if any(isinstance(s, str) for s in sentences):
+            raise ValueError("each sentence must be a list of tokens, not a string; split it first")
+        lengths = np.fromiter(map(len, sentences), dtype=np.int64, count=len(sentences)) + pad
+        stoi = dict(self.vocab.stoi, **{BOS: self.bos_id})
+        words = np.fromiter(map(stoi.get, chain.from_iterable(sentences), repeat(self.vocab.unk_id)), dtype=np.int64)
+        starts = np.cumsum(lengths) - lengths
+        pos = np.arange(int(lengths.sum())) - np.repeat(starts, lengths)
+        ids = np.full(len(pos), self.bos_id, dtype=np.int64)
+        ids[pos >= pad] = words
+        return ids, pos
 
     def fit(self, sentences: Iterable[Sequence[str]]) -> NGramLM:
         """Count every n-gram of ``sentences`` (lists of tokens) and precompute what smoothing needs."""
-        sentences = [list(s) for s in sentences]
+        sentences = sentences if isinstance(sentences, list) else list(sentences)
         if not sentences or not any(sentences):
             raise ValueError("cannot fit an n-gram model on an empty corpus: give at least one non-empty sentence")
-        if any(BOS in s for s in sentences):
+        if any(isinstance(s, str) for s in sentences):
+            raise ValueError("each sentence must be a list of tokens, not a string; split it first")
+        counts = Counter(chain.from_iterable(sentences))
+        if BOS in counts:
             raise ValueError(f"{BOS!r} is the start symbol the model adds itself; remove it from the training text")
-        self.vocab = Vocab((t for s in sentences for t in s), unk="<unk>")
+        self.vocab = Vocab(counts, unk="<unk>")
         self.bos_id = len(self.vocab)
         self.base = len(self.vocab) + 1  # ids 0..V-1 are words, V is <s>
         ids, pos = self._encode(sentences)
@@ -147,6 +153,28 @@ class NGramLM:
             position_ids = new_ids
         self._prepare_smoothing()
         return self
+
+    def with_settings(self, order: int | None = None, smoothing: str | None = None, **options) -> NGramLM:
+        """A model with another order (not above this one) or smoothing that shares this model's counts.
+
+        Counting is the slow part, so an experiment over orders and smoothings counts once at the highest
+        order and only recomputes the smoothing statistics. ``options``: k, lam, discount (else this model's).
+        """
+        self._check_fitted()
+        order = self.order if order is None else order
+        _check_order(order)
+        if order > self.order:
+            raise ValueError(f"this model counted n-grams up to order {self.order}; fit a new model for order {order}")
+        if self.padding == "full" and order != self.order:
+            raise ValueError("with padding='full' the number of start symbols depends on the order; fit a new model")
+        settings = dict(k=self.k, lam=self.lam, discount=self._discount_arg, padding=self.padding)
+        settings.update(options)
+        model = NGramLM(order, self.smoothing if smoothing is None else smoothing, **settings)
+        model.vocab, model.bos_id, model.base = self.vocab, self.bos_id, self.base
+        for table in ("keys", "count", "first", "prefix", "suffix"):
+            setattr(model, table, getattr(self, table)[: order + 1])
+        model._prepare_smoothing()
+        return model
 
     def _prepare_smoothing(self) -> None:
         """Per order n: the counts it uses, its discounts, and per-context totals (indexed by table n-1 ids)."""
@@ -211,6 +239,10 @@ class NGramLM:
                                  f"{n1:.0f}, {n2:.0f}, {n3:.0f}, {n4:.0f} (the corpus is too small); pass discount=")
             y = n1 / (n1 + 2 * n2)
             out[n - 1] = [y] * 3 if self.smoothing == "kn" else [1 - 2 * y * n2 / n1, 2 - 3 * y * n3 / n2, 3 - 4 * y * n4 / n3]
+            if np.any(out[n - 1] < 0) or np.any(out[n - 1] > [1, 2, 3]):
+                raise ValueError(f"the estimated discounts of order {n}, {np.round(out[n - 1], 3).tolist()}, leave the range "
+                                 f"0 <= D_r <= r: its counts of counts n1..n4 = {n1:.0f}, {n2:.0f}, {n3:.0f}, {n4:.0f} do not "
+                                 f"fall off as in natural text (e.g. the unigrams of a closed vocabulary); pass discount=")
         return out
 
     # ---------------------------------------------------------------- probabilities
@@ -314,7 +346,7 @@ class NGramLM:
     def token_probabilities(self, sentences: Iterable[Sequence[str]]) -> np.ndarray:
         """p(w_i | history) for every predicted token of ``sentences`` (all tokens, <eos> included), shape (N,)."""
         self._check_fitted()
-        sentences = [list(s) for s in sentences]
+        sentences = sentences if isinstance(sentences, list) else list(sentences)
         if not sentences or not any(sentences):
             raise ValueError("cannot evaluate on an empty corpus: give at least one non-empty sentence")
         ids, pos = self._encode(sentences)
@@ -394,19 +426,32 @@ class NGramLM:
 
 def ptb_perplexities(orders: Iterable[int], smoothings: Iterable[str], splits: Iterable[str] = ("valid", "test"),
                      **options) -> list[dict]:
-    """Fit on PTB train and evaluate: one row {order, smoothing, split, perplexity, tokens} per combination."""
+    """Fit on PTB train and evaluate: one row {order, smoothing, split, perplexity, tokens} per combination.
+
+    Counts once at the highest order (single padding) and derives every other model with ``with_settings``.
+    """
     from .data import load_ptb
 
-    splits = list(splits)
+    orders, smoothings, splits = list(orders), list(smoothings), list(splits)
     for split in splits:
         if split not in ("train", "valid", "test"):
             raise ValueError(f"unknown PTB split {split!r}: use 'train', 'valid' or 'test'")
-    train = load_ptb("train")
+    if not orders or not smoothings:
+        raise ValueError("give at least one order and one smoothing")
+    for smoothing in smoothings:
+        if smoothing not in SMOOTHINGS:
+            raise ValueError(f"smoothing must be one of {SMOOTHINGS}, got {smoothing!r}")
+    counted = NGramLM(max(orders), "mle", **options).fit(load_ptb("train"))
     data = {split: load_ptb(split) for split in splits}
     rows = []
     for smoothing in smoothings:
         for order in orders:
-            model = NGramLM(order, smoothing, **options).fit(train)
+            try:
+                model = counted.with_settings(order, smoothing)
+            except ValueError as err:  # e.g. modified KN discounts of a closed-vocabulary unigram model
+                rows += [{"order": order, "smoothing": smoothing, "split": split, "perplexity": None, "tokens": 0,
+                          "error": str(err)} for split in splits]
+                continue
             for split in splits:
                 p = model.token_probabilities(data[split])
                 with np.errstate(divide="ignore"):

@@ -234,3 +234,23 @@ def test_ptb_contexts_sum_to_one(ptb_mkn5):
     for context in [[], ["the"], ["in", "the"], ["the", "stock", "market"], ["mr.", "<unk>", "said", "that"],
                     ["colorless", "green", "ideas"]]:
         assert ptb_mkn5.next_distribution(context).sum() == pytest.approx(1.0, abs=1e-10)
+
+
+@pytest.mark.parametrize("smoothing", ["mle", "add_k", "interp", "kn", "mkn"])
+def test_with_settings_equals_a_fresh_fit(smoothing):
+    counted = NGramLM(4, "mle").fit(TINY)
+    options = {"discount": 0.6} if smoothing in ("kn", "mkn") else {"k": 0.2, "lam": 0.4}
+    for order in (1, 2, 3, 4):
+        derived = counted.with_settings(order, smoothing, **options)
+        fresh = NGramLM(order, smoothing, **options).fit(TINY)
+        np.testing.assert_allclose(derived.token_probabilities(TINY[:3]), fresh.token_probabilities(TINY[:3]), rtol=1e-12)
+    with pytest.raises(ValueError):
+        counted.with_settings(5)
+    with pytest.raises(ValueError):
+        NGramLM(3, padding="full", discount=0.5).fit(TINY).with_settings(2)
+
+
+def test_out_of_range_discount_estimates_raise(ptb_train):
+    # PTB unigram counts of counts: n1..n4 = 30, 14, 25, 72, so D3+ = 3 - 4 Y n4 / n3 < 0
+    with pytest.raises(ValueError, match="D_r"):
+        NGramLM(1, "mkn").fit(ptb_train)
