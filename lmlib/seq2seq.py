@@ -1,0 +1,302 @@
+"""RNN encoder-decoder translation, with a fixed context or with soft attention; greedy and beam decoding.
+
+* Cho et al. 2014 ("Learning phrase representations using RNN encoder-decoder"), Sutskever, Vinyals &
+  Le 2014: the encoder reads x_1..x_S into one fixed-length vector C; the decoder models
+  p(y_i | y_<i, x) = g(y_{i-1}, s_i, C) with s_i = f(s_{i-1}, y_{i-1}, C). Everything the decoder knows
+  about the source passes through C: the *bottleneck*.
+* Bahdanau, Cho & Bengio 2015 ("Neural machine translation by jointly learning to align and
+  translate"): a bidirectional encoder gives annotations h_j = [→h_j; ←h_j], and each decoder step
+  gets its own context c_i = Σ_j α_ij h_j with α_ij = softmax_j a(s_{i-1}, h_j).
+
+Both models here share the same bidirectional GRU encoder and the same decoder; the only difference
+is where the context comes from (``attention=None``: C = [→h_S; ←h_1], the same at every step; else
+c_i from any score function of :mod:`lmlib.attention`). Simplifications against the papers, so it
+trains in seconds on a CPU: GRUs of a few hundred units instead of 1000, a linear output layer
+instead of Bahdanau's maxout, no dropout by default.
+
+Decoding: :func:`greedy_decode` takes the most probable word at each step; :func:`beam_search` keeps
+the ``beam_size`` best prefixes and ranks finished translations by log-probability divided by
+length**alpha (length normalization; Wu et al. 2016 use a smoothed variant of the same idea).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from .attention import SCORE_FUNCTIONS, make_attention
+from .trainer import BatchResult
+
+
+@dataclass
+class Seq2SeqConfig:
+    src_vocab_size: int
+    tgt_vocab_size: int
+    emb_dim: int = 64
+    hidden: int = 128
+    attention: str | None = "additive"
+    dropout: float = 0.0
+    pad_id: int = 0
+    bos_id: int = 2
+    eos_id: int = 3
+    max_src_len: int = 64
+
+    def __post_init__(self):
+        if min(self.src_vocab_size, self.tgt_vocab_size, self.emb_dim, self.hidden) < 1:
+            raise ValueError(f"vocabulary sizes, emb_dim and hidden must be positive: {self}")
+        if not 0 <= self.dropout < 1:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        if self.attention is not None and self.attention not in SCORE_FUNCTIONS:
+            raise ValueError(f"attention must be None (fixed context) or one of {SCORE_FUNCTIONS}, "
+                             f"got {self.attention!r}")
+
+
+class Encoded(NamedTuple):
+    """Encoder output: annotations h (batch, S, 2·hidden), the source mask (batch, S), the
+    fixed-length summary C = [→h_S; ←h_1] (batch, 2·hidden), and the attention keys in the form the
+    score function wants them (computed once per sentence; the annotations again without attention)."""
+
+    annotations: torch.Tensor
+    mask: torch.Tensor
+    summary: torch.Tensor
+    keys: torch.Tensor
+
+
+class DecoderState(NamedTuple):
+    """What one decoder step needs: s_{i-1} (batch, hidden) and the encoder output."""
+
+    hidden: torch.Tensor
+    encoded: Encoded
+
+
+class Seq2Seq(nn.Module):
+    """Bidirectional-GRU encoder and GRU decoder; fixed context or attention (see module docstring)."""
+
+    def __init__(self, config: Seq2SeqConfig):
+        super().__init__()
+        self.config = c = config
+        self.src_embed = nn.Embedding(c.src_vocab_size, c.emb_dim, padding_idx=c.pad_id)
+        self.tgt_embed = nn.Embedding(c.tgt_vocab_size, c.emb_dim, padding_idx=c.pad_id)
+        self.encoder = nn.GRU(c.emb_dim, c.hidden, batch_first=True, bidirectional=True)
+        d_ctx = 2 * c.hidden
+        self.init_state = nn.Linear(d_ctx, c.hidden)
+        self.attention = (None if c.attention is None else
+                          make_attention(c.attention, c.hidden, d_ctx, d_attn=c.hidden, max_keys=c.max_src_len))
+        if c.attention in ("dot", "scaled_dot", "content"):
+            # dot products and cosines need the query and keys in one space: project the annotations to hidden
+            self.key_proj = nn.Linear(d_ctx, c.hidden, bias=False)
+        self.decoder = nn.GRUCell(c.emb_dim + d_ctx, c.hidden)
+        # a small "deep output" layer before the softmax (Bahdanau use a maxout layer of 500 units):
+        # it keeps the big vocabulary projection cheap, from emb_dim units instead of hidden + emb + 2·hidden
+        self.readout = nn.Linear(c.hidden + c.emb_dim + d_ctx, c.emb_dim)
+        self.output = nn.Linear(c.emb_dim, c.tgt_vocab_size)
+        self.dropout = nn.Dropout(c.dropout)
+
+    # -- encoder -------------------------------------------------------------------------------------
+    def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> Encoded:
+        """src, src_mask: (batch, S); each row's real tokens come first (right padding)."""
+        if src.dim() != 2 or src.shape != src_mask.shape:
+            raise ValueError(f"src and src_mask must both be (batch, S); got {tuple(src.shape)} and {tuple(src_mask.shape)}")
+        lengths = src_mask.sum(1)
+        if (lengths == 0).any():
+            raise ValueError("a source sentence is empty; every row needs at least one real token (e.g. <eos>)")
+        if src.shape[1] > self.config.max_src_len:
+            raise ValueError(f"source of {src.shape[1]} tokens exceeds max_src_len={self.config.max_src_len}")
+        emb = self.dropout(self.src_embed(src))
+        packed = pack_padded_sequence(emb, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        out, last = self.encoder(packed)
+        annotations, _ = pad_packed_sequence(out, batch_first=True, total_length=src.shape[1])
+        # last: (2, batch, hidden) = final forward state →h_S and final backward state ←h_1
+        summary = torch.cat([last[0], last[1]], dim=-1)
+        keys = annotations
+        if self.attention is not None:
+            keys = self.key_proj(annotations) if hasattr(self, "key_proj") else annotations
+            keys = self.attention.prepare_keys(keys)
+        return Encoded(annotations, src_mask, summary, keys)
+
+    def start(self, src: torch.Tensor, src_mask: torch.Tensor) -> DecoderState:
+        """Encode and give the first decoder state s_0 = tanh(W_s C) (Bahdanau use ←h_1 alone)."""
+        encoded = self.encode(src, src_mask)
+        return DecoderState(torch.tanh(self.init_state(encoded.summary)), encoded)
+
+    # -- decoder -------------------------------------------------------------------------------------
+    def context(self, s_prev: torch.Tensor, encoded: Encoded) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """c_i (batch, 2·hidden) and α_i (batch, S); C and None without attention."""
+        if self.attention is None:
+            return encoded.summary, None
+        return self.attention(s_prev, encoded.keys, encoded.annotations, encoded.mask, prepared_keys=encoded.keys)
+
+    def _advance(self, y_prev: torch.Tensor, state: DecoderState):
+        """c_i = Σ_j α_ij h_j with α_ij from a(s_{i-1}, h_j);  s_i = GRU([E y_{i-1}; c_i], s_{i-1});
+        t_i = tanh(W_t [s_i; E y_{i-1}; c_i]). Returns t_i (batch, emb_dim), the next state, α_i or None."""
+        emb = self.dropout(self.tgt_embed(y_prev))
+        ctx, weights = self.context(state.hidden, state.encoded)
+        s = self.decoder(torch.cat([emb, ctx], dim=-1), state.hidden)
+        t = torch.tanh(self.readout(torch.cat([s, emb, ctx], dim=-1)))
+        return self.dropout(t), DecoderState(s, state.encoded), weights
+
+    def step(self, y_prev: torch.Tensor, state: DecoderState):
+        """One decoder step: y_{i-1} (batch,) -> log p(y_i | y_<i, x) = log softmax(W_o t_i) (batch, V),
+        the next state, and α_i (batch, S) or None."""
+        t, state, weights = self._advance(y_prev, state)
+        return F.log_softmax(self.output(t), dim=-1), state, weights
+
+    def forward(self, src, src_mask, tgt_in) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Teacher forcing: log-probabilities (batch, T, V) for tgt_in (batch, T), and the attention
+        weights (batch, T, S) (None for the fixed-context model)."""
+        if tgt_in.dim() != 2 or tgt_in.shape[0] != src.shape[0]:
+            raise ValueError(f"tgt_in must be (batch, T) with batch {src.shape[0]}, got {tuple(tgt_in.shape)}")
+        state = self.start(src, src_mask)
+        readouts, alphas = [], []
+        for i in range(tgt_in.shape[1]):
+            t, state, weights = self._advance(tgt_in[:, i], state)
+            readouts.append(t)
+            alphas.append(weights)
+        # one vocabulary projection for all steps at once is much faster than one per step
+        logp = F.log_softmax(self.output(torch.stack(readouts, 1)), dim=-1)
+        return logp, (None if self.attention is None else torch.stack(alphas, 1))
+
+
+def seq2seq_loss(model: Seq2Seq, batch) -> BatchResult:
+    """Mean cross-entropy per real target token (padding ignored), with token accuracy, for the Trainer."""
+    logp, _ = model(batch.src, batch.src_mask, batch.tgt_in)
+    mask = batch.tgt_mask
+    nll = -logp.gather(-1, batch.tgt_out.unsqueeze(-1)).squeeze(-1)
+    n = int(mask.sum())
+    loss = (nll * mask).sum() / n
+    correct = int(((logp.argmax(-1) == batch.tgt_out) & mask).sum())
+    return BatchResult(loss, n, correct)
+
+
+# -- decoding ------------------------------------------------------------------------------------------
+def _select(state, index: torch.Tensor):
+    """Pick rows ``index`` of every tensor in a (nested) decoder state: how beams are reordered."""
+    if isinstance(state, torch.Tensor):
+        return state.index_select(0, index)
+    if isinstance(state, tuple) and hasattr(state, "_fields"):
+        return type(state)(*(_select(s, index) for s in state))
+    if isinstance(state, (tuple, list)):
+        return type(state)(_select(s, index) for s in state)
+    return state
+
+
+class Hypothesis(NamedTuple):
+    tokens: list[int]
+    log_prob: float
+    score: float
+
+
+@torch.no_grad()
+def greedy_decode(model, src: torch.Tensor, src_mask: torch.Tensor, max_len: int = 20):
+    """ŷ_i = argmax_y p(y | ŷ_<i, x), for a batch. Returns (token lists without <eos>, log-probabilities
+    of those sequences including <eos> when it was produced, attention weights (batch, steps, S) or None)."""
+    bos, eos = model.config.bos_id, model.config.eos_id
+    was_training = model.training
+    model.eval()
+    state = model.start(src, src_mask)
+    batch = src.shape[0]
+    y = torch.full((batch,), bos, dtype=torch.long, device=src.device)
+    done = torch.zeros(batch, dtype=torch.bool, device=src.device)
+    tokens, total, alphas = [[] for _ in range(batch)], torch.zeros(batch), []
+    for _ in range(max_len):
+        logp, state, weights = model.step(y, state)
+        y = logp.argmax(-1)
+        total += torch.where(done, 0.0, logp.gather(-1, y[:, None]).squeeze(-1)).cpu()
+        alphas.append(weights)
+        for b in (~done).nonzero().flatten().tolist():
+            if y[b].item() != eos:
+                tokens[b].append(y[b].item())
+        done |= y == eos
+        if done.all():
+            break
+    model.train(was_training)
+    weights = None if alphas[0] is None else torch.stack(alphas, 1)
+    return tokens, total.tolist(), weights
+
+
+@torch.no_grad()
+def beam_search(model, src: torch.Tensor, src_mask: torch.Tensor, beam_size: int = 5, max_len: int = 20,
+                alpha: float = 1.0) -> list[Hypothesis]:
+    """Beam search for one sentence (src: (1, S)); finished hypotheses, best first.
+
+    Each step extends every live prefix by every word, keeps the ``beam_size`` best by total log-probability
+    log p(y_1..y_i | x), and moves prefixes that just produced <eos> to the finished list. The finished
+    ones are ranked by score = log p(y | x) / |y|**alpha, with |y| counting <eos>: alpha = 0 is raw
+    log-probability (which favours short outputs), alpha = 1 the mean log-probability per word.
+    With beam_size = 1 this is exactly greedy decoding.
+    """
+    if src.shape[0] != 1:
+        raise ValueError(f"beam_search decodes one sentence at a time; got a batch of {src.shape[0]}")
+    if beam_size < 1 or max_len < 1:
+        raise ValueError(f"beam_size and max_len must be at least 1, got {beam_size} and {max_len}")
+    bos, eos = model.config.bos_id, model.config.eos_id
+    was_training = model.training
+    model.eval()
+    state = model.start(src, src_mask)
+    prefixes: list[list[int]] = [[]]
+    scores = torch.zeros(1)
+    y = torch.tensor([bos], device=src.device)
+    finished: list[Hypothesis] = []
+
+    def rank(tokens, log_prob):
+        return Hypothesis(tokens, log_prob, log_prob / max(len(tokens) + 1, 1) ** alpha)
+
+    for _ in range(max_len):
+        logp, state, _ = model.step(y, state)
+        total = (scores[:, None] + logp.cpu()).flatten()
+        vocab = logp.shape[-1]
+        best = total.topk(min(2 * beam_size, total.numel())).indices
+        keep_rows, keep_words, keep_scores = [], [], []
+        for flat in best.tolist():
+            row, word = divmod(flat, vocab)
+            if word == eos:
+                finished.append(rank(prefixes[row], total[flat].item()))
+            else:
+                keep_rows.append(row)
+                keep_words.append(word)
+                keep_scores.append(total[flat].item())
+            if len(keep_rows) == beam_size or len(finished) >= beam_size:
+                break
+        if len(finished) >= beam_size or not keep_rows:
+            break
+        index = torch.tensor(keep_rows, device=src.device)
+        state = _select(state, index)
+        prefixes = [prefixes[r] + [w] for r, w in zip(keep_rows, keep_words)]
+        scores = torch.tensor(keep_scores)
+        y = torch.tensor(keep_words, device=src.device)
+    else:
+        # out of steps: unfinished prefixes compete too (their score lacks the <eos> term)
+        finished.extend(rank(p, s) for p, s in zip(prefixes, scores.tolist()))
+    model.train(was_training)
+    return sorted(finished, key=lambda h: -h.score)
+
+
+@torch.no_grad()
+def sequence_log_prob(model, src: torch.Tensor, src_mask: torch.Tensor, tokens: list[int]) -> float:
+    """log p(tokens, <eos> | src) under the model (src: (1, S)), by teacher forcing."""
+    c = model.config
+    tgt_in = torch.tensor([[c.bos_id] + tokens], device=src.device)
+    tgt_out = torch.tensor([tokens + [c.eos_id]], device=src.device)
+    was_training = model.training
+    model.eval()
+    logp, _ = model(src, src_mask, tgt_in)
+    model.train(was_training)
+    return logp.gather(-1, tgt_out[..., None]).sum().item()
+
+
+def translate_examples(model, examples, src_vocab, tgt_vocab, batch_size: int = 256, max_len: int = 20) -> list[list[str]]:
+    """Greedy translations (token lists) of ``examples`` (each with a ``.src`` token list), in order."""
+    from .translation import encode_source
+
+    device = next(model.parameters()).device
+    out = []
+    for k in range(0, len(examples), batch_size):
+        ids, mask = encode_source([e.src for e in examples[k:k + batch_size]], src_vocab)
+        tokens, _, _ = greedy_decode(model, ids.to(device), mask.to(device), max_len)
+        out.extend(tgt_vocab.decode(t) for t in tokens)
+    return out

@@ -1,0 +1,189 @@
+"""Encoder-decoder: the encoder against nn.GRU run by hand, the decoder step against its equations,
+teacher forcing against step-by-step decoding, masking, and greedy / beam search on toy models."""
+
+import math
+from typing import NamedTuple
+
+import pytest
+import torch
+from torch import nn
+
+from lmlib.seq2seq import (
+    Seq2Seq,
+    Seq2SeqConfig,
+    beam_search,
+    greedy_decode,
+    seq2seq_loss,
+    sequence_log_prob,
+)
+from lmlib.translation import Seq2SeqBatch
+
+
+def small_model(attention="additive", seed=0):
+    torch.manual_seed(seed)
+    return Seq2Seq(Seq2SeqConfig(src_vocab_size=11, tgt_vocab_size=9, emb_dim=6, hidden=5, attention=attention)).eval()
+
+
+def toy_batch():
+    src = torch.tensor([[5, 6, 7, 3], [8, 3, 0, 0]])
+    return src, src != 0
+
+
+def test_encoder_annotations_match_unpadded_runs():
+    model = small_model()
+    src, mask = toy_batch()
+    enc = model.encode(src, mask)
+    assert enc.annotations.shape == (2, 4, 10) and enc.summary.shape == (2, 10)
+    # row 1 alone, without padding, through the same nn.GRU: padding must not leak into the states
+    alone, last = model.encoder(model.src_embed(src[1:, :2]))
+    torch.testing.assert_close(enc.annotations[1, :2], alone[0])
+    assert (enc.annotations[1, 2:] == 0).all()
+    # C = [→h_S; ←h_1]: the forward state after the last real token, the backward state at the first
+    torch.testing.assert_close(enc.summary[1], torch.cat([alone[0, -1, :5], alone[0, 0, 5:]]))
+
+
+def test_decoder_step_follows_equations():
+    model = small_model()
+    src, mask = toy_batch()
+    state = model.start(src, mask)
+    y_prev = torch.tensor([2, 2])
+    logp, new_state, alpha = model.step(y_prev, state)
+    h, s_prev = state.encoded.annotations, state.hidden
+    att = model.attention
+    # e_ij = v_aᵀ tanh(W_a s_{i-1} + U_a h_j), padding excluded, α = softmax, c_i = Σ α_ij h_j
+    e = att.v_a(torch.tanh(att.W_a(s_prev)[:, None] + att.U_a(h))).squeeze(-1)
+    e = e.masked_fill(~mask, float("-inf"))
+    alpha_want = torch.softmax(e, -1)
+    torch.testing.assert_close(alpha, alpha_want)
+    assert alpha[1, 2:].eq(0).all()
+    c = (alpha_want[..., None] * h).sum(1)
+    emb = model.tgt_embed(y_prev)
+    s = model.decoder(torch.cat([emb, c], -1), s_prev)
+    torch.testing.assert_close(new_state.hidden, s)
+    t = torch.tanh(model.readout(torch.cat([s, emb, c], -1)))
+    torch.testing.assert_close(logp, torch.log_softmax(model.output(t), -1))
+    torch.testing.assert_close(logp.exp().sum(-1), torch.ones(2))
+
+
+def test_fixed_context_uses_the_same_c_every_step():
+    model = small_model(attention=None)
+    src, mask = toy_batch()
+    state = model.start(src, mask)
+    ctx1, w = model.context(state.hidden, state.encoded)
+    assert w is None
+    torch.testing.assert_close(ctx1, state.encoded.summary)
+    # changing the annotations (not the summary) cannot change the output of the fixed-context model
+    logp, _, _ = model.step(torch.tensor([2, 2]), state)
+    enc = state.encoded._replace(annotations=torch.randn_like(state.encoded.annotations))
+    logp2, _, _ = model.step(torch.tensor([2, 2]), state._replace(encoded=enc))
+    torch.testing.assert_close(logp, logp2)
+
+
+@pytest.mark.parametrize("attention", [None, "additive", "general", "dot", "scaled_dot", "content", "location"])
+def test_teacher_forcing_equals_stepping(attention):
+    model = small_model(attention)
+    src, mask = toy_batch()
+    tgt_in = torch.tensor([[2, 4, 5, 6], [2, 7, 8, 0]])
+    logp, weights = model(src, src_mask=mask, tgt_in=tgt_in)
+    state = model.start(src, mask)
+    for i in range(4):
+        step_logp, state, w = model.step(tgt_in[:, i], state)
+        torch.testing.assert_close(logp[:, i], step_logp)
+    if attention is not None:
+        assert weights.shape == (2, 4, 4) and weights[1, :, 2:].eq(0).all()
+
+
+def test_loss_ignores_padding():
+    model = small_model()
+    src, mask = toy_batch()
+    tgt_in = torch.tensor([[2, 4, 5], [2, 7, 0]])
+    tgt_out = torch.tensor([[4, 5, 3], [7, 3, 0]])
+    result = seq2seq_loss(model, Seq2SeqBatch(src, mask, tgt_in, tgt_out, tgt_out != 0))
+    logp, _ = model(src, mask, tgt_in)
+    picked = [logp[0, 0, 4], logp[0, 1, 5], logp[0, 2, 3], logp[1, 0, 7], logp[1, 1, 3]]
+    assert result.n == 5
+    torch.testing.assert_close(result.loss, -torch.stack(picked).mean())
+
+
+def test_greedy_log_prob_and_beam_one_equals_greedy():
+    model = small_model()
+    src, mask = toy_batch()
+    tokens, log_probs, weights = greedy_decode(model, src, mask, max_len=6)
+    assert weights.shape[0] == 2 and weights.shape[2] == 4
+    for b in range(2):
+        one = (src[b:b + 1, : int(mask[b].sum())], mask[b:b + 1, : int(mask[b].sum())])
+        if len(tokens[b]) < 6:  # finished with <eos>: the log-probability covers it
+            assert log_probs[b] == pytest.approx(sequence_log_prob(model, *one, tokens[b]), abs=1e-5)
+        best = beam_search(model, *one, beam_size=1, max_len=6)[0]
+        assert best.tokens == tokens[b]
+        assert best.log_prob == pytest.approx(log_probs[b], abs=1e-5)
+
+
+class ToyState(NamedTuple):
+    last: torch.Tensor
+
+
+class ToyConfig(NamedTuple):
+    bos_id: int = 0
+    eos_id: int = 1
+
+
+class GreedyTrap(nn.Module):
+    """A fixed next-word table where greedy decoding is fooled: from <bos>, word 2 (p=.6) beats word 3
+    (p=.4), but after 2 no continuation is likely (p(<eos>) = .3 is the best), while after 3 the sentence
+    ends with p(<eos>) = .9. Greedy finds "2 <eos>" (.6 · .3 = .18); the best is "3 <eos>" (.4 · .9 = .36)."""
+
+    config = ToyConfig()
+
+    def __init__(self):
+        super().__init__()
+        table = torch.full((6, 6), 1e-9)
+        table[0, 2], table[0, 3] = 0.6, 0.4
+        table[2, 1], table[2, 4], table[2, 5], table[2, 3] = 0.3, 0.25, 0.25, 0.2
+        table[3, 1], table[3, 4] = 0.9, 0.1
+        table[4, 1] = table[5, 1] = 1.0
+        self.register_buffer("log_table", (table / table.sum(1, keepdim=True)).log())
+
+    def start(self, src, src_mask):
+        return ToyState(torch.zeros(src.shape[0], dtype=torch.long))
+
+    def step(self, y_prev, state):
+        return self.log_table[y_prev], ToyState(y_prev), None
+
+
+def test_beam_beats_greedy_on_a_trap():
+    model = GreedyTrap()
+    src = torch.zeros(1, 1, dtype=torch.long)
+    mask = torch.ones(1, 1, dtype=torch.bool)
+    tokens, log_probs, _ = greedy_decode(model, src, mask, max_len=5)
+    assert tokens[0] == [2]
+    assert log_probs[0] == pytest.approx(math.log(0.6 * 0.3), abs=1e-5)
+    best = beam_search(model, src, mask, beam_size=2, max_len=5, alpha=0.0)[0]
+    assert best.tokens == [3] and best.log_prob == pytest.approx(math.log(0.4 * 0.9), abs=1e-5)
+    assert best.log_prob >= log_probs[0]
+    assert beam_search(model, src, mask, beam_size=1, max_len=5)[0].tokens == tokens[0]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_beam_at_least_as_probable_as_greedy_on_random_toy_models(seed):
+    model = small_model(seed=seed)
+    src, mask = torch.tensor([[5, 6, 7, 3]]), torch.ones(1, 4, dtype=torch.bool)
+    greedy_tokens, greedy_lp, _ = greedy_decode(model, src, mask, max_len=8)
+    beam = beam_search(model, src, mask, beam_size=8, max_len=8, alpha=0.0)
+    assert beam[0].log_prob >= greedy_lp[0] - 1e-6
+    for hyp in beam:  # every reported score is the model's own probability of that sequence
+        if len(hyp.tokens) < 8:
+            assert hyp.log_prob == pytest.approx(sequence_log_prob(model, src, mask, hyp.tokens), abs=1e-4)
+
+
+def test_config_and_input_errors():
+    with pytest.raises(ValueError, match="attention must be"):
+        Seq2SeqConfig(5, 5, attention="cosine")
+    with pytest.raises(ValueError, match="dropout"):
+        Seq2SeqConfig(5, 5, dropout=1.0)
+    model = small_model()
+    src, mask = toy_batch()
+    with pytest.raises(ValueError, match="empty"):
+        model.encode(src, torch.zeros_like(mask))
+    with pytest.raises(ValueError, match="one sentence"):
+        beam_search(model, src, mask)
