@@ -96,3 +96,21 @@ def corpus_chrf(hypotheses: Sequence[Tokens], references: Sequence[Sequence[Toke
     _check_corpus(hypotheses, references)
     return sum(max(sentence_chrf(h, r, max_n, beta) for r in refs)
                for h, refs in zip(hypotheses, references)) / len(hypotheses)
+
+
+def scores_by_length(hypotheses: Sequence[Tokens], references: Sequence[Sequence[Tokens]],
+                     lengths: Sequence[int], edges: Sequence[int]) -> list[dict]:
+    """Corpus BLEU and chrF within each length bucket: bucket k holds the items with
+    edges[k] <= length < edges[k+1]. Returns one dict per non-empty bucket: label, n, bleu, chrf."""
+    if not len(hypotheses) == len(references) == len(lengths):
+        raise ValueError(f"got {len(hypotheses)} hypotheses, {len(references)} reference lists, {len(lengths)} lengths")
+    if len(edges) < 2 or any(a >= b for a, b in zip(edges, edges[1:])):
+        raise ValueError(f"edges must be at least two increasing numbers, got {list(edges)}")
+    rows = []
+    for lo, hi in zip(edges, edges[1:]):
+        idx = [i for i, n in enumerate(lengths) if lo <= n < hi]
+        if idx:
+            hyps, refs = [hypotheses[i] for i in idx], [references[i] for i in idx]
+            label = f"{lo}" if hi == lo + 1 else f"{lo}-{hi - 1}"
+            rows.append(dict(label=label, n=len(idx), bleu=corpus_bleu(hyps, refs), chrf=corpus_chrf(hyps, refs)))
+    return rows

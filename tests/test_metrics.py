@@ -6,7 +6,7 @@ import random
 import pytest
 from nltk.translate import bleu_score, chrf_score
 
-from lmlib.metrics import corpus_bleu, corpus_chrf, sentence_chrf
+from lmlib.metrics import corpus_bleu, corpus_chrf, scores_by_length, sentence_chrf
 
 # The examples of Papineni et al. 2002 (as used in nltk's docs), plus short French sentences.
 HYP1 = "It is a guide to action which ensures that the military always obeys the commands of the party".split()
@@ -106,3 +106,15 @@ def test_bad_input():
         corpus_bleu(["a b"], [[["a", "b"]]])
     with pytest.raises(ValueError, match="list of token lists"):
         corpus_bleu([["a"]], [["a"]])
+
+
+def test_scores_by_length_are_per_bucket_corpus_scores():
+    hyps, refs = random_corpus(4)
+    lengths = [len(r[0]) for r in refs]
+    rows = scores_by_length(hyps, refs, lengths, [3, 6, 10])
+    assert [r["label"] for r in rows] == ["3-5", "6-9"] and sum(r["n"] for r in rows) == len(hyps)
+    short = [i for i, n in enumerate(lengths) if n < 6]
+    assert rows[0]["bleu"] == corpus_bleu([hyps[i] for i in short], [refs[i] for i in short])
+    assert rows[0]["chrf"] == corpus_chrf([hyps[i] for i in short], [refs[i] for i in short])
+    with pytest.raises(ValueError, match="increasing"):
+        scores_by_length(hyps, refs, lengths, [5, 5])
