@@ -227,7 +227,7 @@ def test_kn5_on_ptb_test_is_close_to_mikolov(ptb_mkn5, ptb_train):
     assert len(ptb_mkn5.vocab) == 10_000
     assert len(ptb_mkn5.token_probabilities(test)) == 82_430
     assert ptb_mkn5.perplexity(test) == pytest.approx(141.2, rel=0.02)  # SRILM -kndiscount = modified KN
-    assert NGramLM(5, "kn").fit(ptb_train).perplexity(test) == pytest.approx(141.2, rel=0.04)
+    assert ptb_mkn5.with_settings(smoothing="kn").perplexity(test) == pytest.approx(141.2, rel=0.04)
 
 
 def test_ptb_contexts_sum_to_one(ptb_mkn5):
