@@ -258,11 +258,12 @@ class NGramLM:
         at = np.minimum(np.searchsorted(self.keys[n], keys), len(self.keys[n]) - 1)
         return np.where((context_ids >= 0) & (self.keys[n][at] == keys), at, -1)
 
-    def _probabilities(self, contexts: list[np.ndarray], grams: list[np.ndarray]) -> np.ndarray:
+    def _probabilities(self, contexts: list[np.ndarray], grams: list[np.ndarray], top: int | None = None) -> np.ndarray:
         """p(w | h) for M (history, word) pairs, given for each order n the row of the context in table n-1
         (``contexts[n]``: -1 if never seen, -2 if the history is shorter than n-1 words; 0 for n = 1) and of
-        the n-gram in table n (``grams[n]``, -1 if unseen). Returns (M,)."""
-        V, N = len(self.vocab), self.order
+        the n-gram in table n (``grams[n]``, -1 if unseen). ``top`` stops the recursion at a lower order
+        (for ``explain``). Returns (M,)."""
+        V, N = len(self.vocab), self.order if top is None else top
         M = len(grams[1])
         p = np.full(M, 1.0 / V)
         found = np.zeros(M, dtype=bool)  # MLE / add-k: the highest order with a usable context wins
@@ -408,20 +409,13 @@ class NGramLM:
             total = float(self.context_total[n][h]) if h >= 0 else 0.0
             shown = [self.vocab.itos[i] if i < len(self.vocab) else BOS for i in history[len(history) - n + 1:]] if n > 1 else []
             row = {"order": n, "context": " ".join(shown), "count": count, "context_total": total,
-                   "p_n": float(self._probabilities_upto(contexts, grams, n)[0])}
+                   "p_n": float(self._probabilities(contexts, grams, top=n)[0])}
             if self.discounts is not None:
                 d = self.discounts[n - 1]
                 row["discount"] = float(0 if count == 0 else d[min(int(count), 3) - 1])
                 row["gamma"] = float(self.context_gamma[n][h]) if total > 0 else 1.0
             out.append(row)
         return out
-
-    def _probabilities_upto(self, contexts, grams, n):
-        order, self.order = self.order, n
-        try:
-            return self._probabilities(contexts, grams)
-        finally:
-            self.order = order
 
 
 def ptb_perplexities(orders: Iterable[int], smoothings: Iterable[str], splits: Iterable[str] = ("valid", "test"),
