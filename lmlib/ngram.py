@@ -259,7 +259,16 @@ class NGramLM:
         return np.where((context_ids >= 0) & (self.keys[n][at] == keys), at, -1)
 
     def _probabilities(self, contexts: list[np.ndarray], grams: list[np.ndarray], top: int | None = None) -> np.ndarray:
-        """p(w | h) for M (history, word) pairs, given for each order n the row of the context in table n-1
+        """p(w | h) for M (history, word) pairs, h' being h without its first word and V the vocabulary size:
+
+        * mle:    p(w | h) = c(h w) / c(h .)
+        * add_k:  p(w | h) = (c(h w) + k) / (c(h .) + k V)                              (Lidstone)
+        * interp: p_n(w | h) = lam c(h w) / c(h .) + (1 - lam) p_{n-1}(w | h')          (Jelinek & Mercer 1980)
+        * kn/mkn: p_n(w | h) = max(c(h w) - D(c(h w)), 0) / c(h .) + gamma(h) p_{n-1}(w | h'),
+                  gamma(h) = (D1 N1(h .) + D2 N2(h .) + D3+ N3+(h .)) / c(h .)          (Chen & Goodman 1998)
+
+        with p_0(w) = 1/V, p_n = p_{n-1} where c(h .) = 0, and for kn/mkn c the continuation count below
+        the top order. Given for each order n the row of the context in table n-1
         (``contexts[n]``: -1 if never seen, -2 if the history is shorter than n-1 words; 0 for n = 1) and of
         the n-gram in table n (``grams[n]``, -1 if unseen). ``top`` stops the recursion at a lower order
         (for ``explain``). Returns (M,)."""
