@@ -38,19 +38,21 @@ def heatmap(
     if y is not None and len(y) != z.shape[0]:
         raise ValueError(f"{len(y)} row labels for {z.shape[0]} rows")
     annotate = text_format is not None and z.size <= 400
+    # Cells sit at integer positions and labels are tick texts: a token that occurs twice in a sentence
+    # keeps two rows, where category axes would merge them into one.
+    rows, cols = list(range(z.shape[0])), list(range(z.shape[1]))
+    x_text = [str(v) for v in x] if x is not None else [str(c) for c in cols]
+    y_text = [str(v) for v in y] if y is not None else [str(r) for r in rows]
     fig = go.Figure(go.Heatmap(
-        z=z, x=list(x) if x is not None else None, y=list(y) if y is not None else None,
-        colorscale=colorscale, zmin=zmin, zmax=zmax,
+        z=z, x=cols, y=rows, colorscale=colorscale, zmin=zmin, zmax=zmax,
         text=np.vectorize(lambda v: format(v, text_format))(z) if annotate else None,
         texttemplate="%{text}" if annotate else None,
-        hovertemplate="row %{y}<br>col %{x}<br>%{z:.3f}<extra></extra>",
+        customdata=[[(y_text[r], x_text[c]) for c in cols] for r in rows],
+        hovertemplate="%{customdata[0]} → %{customdata[1]}<br>%{z:.3f}<extra></extra>",
     ))
     fig.update_layout(title=title, **LAYOUT)
-    fig.update_yaxes(autorange="reversed")
-    if x is not None:
-        fig.update_xaxes(type="category")
-    if y is not None:
-        fig.update_yaxes(type="category")
+    fig.update_xaxes(tickmode="array", tickvals=cols, ticktext=x_text)
+    fig.update_yaxes(tickmode="array", tickvals=rows, ticktext=y_text, autorange="reversed")
     return fig
 
 

@@ -45,8 +45,13 @@ def test_pick_device():
 def test_heatmap_keeps_matrix_orientation_and_checks_labels():
     z = torch.tensor([[0.1, 0.9], [0.7, 0.3], [0.5, 0.5]])
     fig = viz.heatmap(z, x=["a", "b"], y=["p", "q", "r"])
-    assert np.allclose(fig.data[0].z, z.numpy()) and list(fig.data[0].y) == ["p", "q", "r"]
+    assert np.allclose(fig.data[0].z, z.numpy())
+    assert list(fig.layout.yaxis.ticktext) == ["p", "q", "r"] and list(fig.layout.yaxis.tickvals) == [0, 1, 2]
     assert fig.layout.yaxis.autorange == "reversed"
+    # a repeated token keeps its own row and column ("the cat saw the dog" has two "the")
+    words = "the cat saw the dog".split()
+    repeated = viz.heatmap(torch.eye(5), x=words, y=words)
+    assert list(repeated.layout.xaxis.ticktext) == words and len(repeated.data[0].z) == 5
     with pytest.raises(ValueError, match="3 column labels for 2 columns"):
         viz.heatmap(z, x=["a", "b", "c"])
     with pytest.raises(ValueError, match="2-D"):
