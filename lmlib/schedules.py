@@ -111,6 +111,24 @@ def discriminative_lrs(eta_top: float, n_groups: int, factor: float = 2.6) -> li
     return [eta_top / factor ** (n_groups - 1 - l) for l in range(n_groups)]
 
 
+def stlr_figure(T: int = 1000, cut_frac: float = 0.1, ratio: float = 32.0, eta_max: float = 0.01):
+    """The STLR schedule with the cut (end of warm-up) and the peak η_max marked."""
+    import plotly.graph_objects as go
+
+    from .viz import LAYOUT
+
+    etas = stlr_schedule(T, cut_frac, ratio, eta_max)
+    cut = math.floor(T * cut_frac)
+    fig = go.Figure(go.Scatter(x=list(range(T)), y=etas, mode="lines", name="η_t"))
+    fig.add_vline(x=cut, line_dash="dash", line_color="gray")
+    peak = max(range(T), key=etas.__getitem__)
+    fig.add_trace(go.Scatter(x=[peak], y=[etas[peak]], mode="markers+text", name="peak",
+                             text=[f"peak η={etas[peak]:.2e} at t={peak}"], textposition="top right"))
+    fig.update_layout(title=f"STLR: T={T}, cut_frac={cut_frac}, ratio={ratio}, η_max={eta_max} → cut={cut}",
+                      xaxis_title="iteration t", yaxis_title="learning rate η_t", showlegend=False, **LAYOUT)
+    return fig
+
+
 # -- the learning-rate range test -------------------------------------------------------------------
 
 @dataclass

@@ -370,6 +370,126 @@ def unfreezing_timeline(n_groups: int, epochs: int, eta_top: float, factor: floa
     return table
 
 
+def timeline_figure(n_groups: int = 5, epochs: int = 6, eta_top: float = 0.01, factor: float = 2.6,
+                    gradual: bool = True, names: Sequence[str] | None = None):
+    """Heatmap of :func:`unfreezing_timeline`: which group trains at which peak rate in each epoch."""
+    from .viz import heatmap
+
+    names = list(names) if names is not None else ["embedding", *[f"LSTM {i + 1}" for i in range(n_groups - 2)], "head"][:n_groups]
+    table = unfreezing_timeline(n_groups, epochs, eta_top, factor, gradual)
+    fig = heatmap(table.flip(0), x=[f"epoch {e + 1}" for e in range(epochs)], y=names[::-1],
+                  title=f"peak learning rate per layer group (0 = frozen); η^(l-1) = η^l / {factor}",
+                  colorscale="Blues", text_format=".1e")
+    return fig
+
+
+# -- the labelled-examples experiment ------------------------------------------------------------------
+
+def _letters(text: str) -> str:
+    return "".join(ch for ch in text.lower() if ch.isalpha())
+
+
+def rt_polarity_split(test_frac: float = 0.2, seed: int = 0):
+    """rt-polarity tokenized and split (seeded) into ``(train_texts, train_labels, test_texts, test_labels)``."""
+    from .data import load_rt_polarity
+
+    if not 0 < test_frac < 1:
+        raise ValueError(f"test_frac must be in (0, 1), got {test_frac}")
+    data = load_rt_polarity()
+    order = torch.randperm(len(data.texts), generator=torch.Generator().manual_seed(seed)).tolist()
+    n_test = int(len(order) * test_frac)
+    pick = lambda idx: ([tokenize(data.texts[i]) for i in idx], [data.labels[i] for i in idx])  # noqa: E731
+    return (*pick(order[n_test:]), *pick(order[:n_test]))
+
+
+def sst2_data(min_train_tokens: int = 8):
+    """SST-2 tokenized: ``(train_texts, train_labels, dev_texts, dev_labels)``. GLUE's train split also
+    holds short phrases; only entries of at least ``min_train_tokens`` tokens are kept, closer to sentences."""
+    from .data import load_sst2
+
+    train, dev = load_sst2("train"), load_sst2("dev")
+    kept = [(tokenize(t), y) for t, y in zip(train.texts, train.labels) if len(t.split()) >= min_train_tokens]
+    return [t for t, _ in kept], [y for _, y in kept], [tokenize(t) for t in dev.texts], list(dev.labels)
+
+
+def drop_overlap(texts: Sequence[Sequence[str]], held_out: Sequence[Sequence[str]]) -> list[Sequence[str]]:
+    """``texts`` minus any whose letters equal a held-out text's letters (SST is built from the same
+    Rotten Tomatoes snippets as rt-polarity, so LM fine-tuning text must not contain the evaluation text)."""
+    banned = {_letters(" ".join(t)) for t in held_out}
+    return [t for t in texts if _letters(" ".join(t)) not in banned]
+
+
+def sample_balanced(texts: Sequence, labels: Sequence[int], n: int, seed: int = 0) -> tuple[list, list[int]]:
+    """``n`` labelled examples drawn without replacement (seeded), half from each class."""
+    g = torch.Generator().manual_seed(seed)
+    classes = sorted(set(labels))
+    picked: list[int] = []
+    for k, c in enumerate(classes):
+        idx = [i for i, y in enumerate(labels) if y == c]
+        want = n // len(classes) + (1 if k < n % len(classes) else 0)
+        if want > len(idx):
+            raise ValueError(f"asked for {n} examples but class {c} has only {len(idx)}")
+        picked += [idx[i] for i in torch.randperm(len(idx), generator=g)[:want].tolist()]
+    picked = [picked[i] for i in torch.randperm(len(picked), generator=g).tolist()]
+    return [texts[i] for i in picked], [labels[i] for i in picked]
+
+
+def train_classifier(model: ULMFiTClassifier, seqs: Sequence[Sequence[int]], labels: Sequence[int],
+                     epochs: int, eta_top: float = 0.01, gradual: bool = True, factor: float = 2.6,
+                     batch_size: int = 32, max_len: int = 60, min_steps_per_epoch: int = 10,
+                     seed: int = 0, callbacks=()) -> Trainer:
+    """Stage (c): Adam(β = (0.7, 0.99)) with STLR over all steps, discriminative rates (``factor``; use 1
+    for one rate everywhere) and, with ``gradual``, gradual unfreezing of ``model.layer_groups()``.
+
+    An epoch is one shuffled pass, repeated until it has at least ``min_steps_per_epoch`` steps, so a
+    100-example set still gets enough updates per unfreezing stage.
+    """
+    from .batching import classification_batches
+
+    if epochs < 1:
+        raise ValueError(f"epochs must be at least 1, got {epochs}")
+    pad_id = model.encoder.cfg.pad_id
+    if pad_id is None:
+        raise ValueError("the encoder has no pad_id; build its AWDLSTMConfig with pad_id set")
+    n_batches = math.ceil(len(seqs) / batch_size)
+    repeats = max(1, math.ceil(min_steps_per_epoch / n_batches))
+
+    def epoch_batches(epoch: int):
+        return [b for r in range(repeats) for b in classification_batches(
+            seqs, labels, batch_size, pad_id, shuffle=True, seed=seed + 1000 * epoch + r, max_len=max_len, truncate=True)]
+
+    groups = model.layer_groups()
+    opt = torch.optim.Adam(discriminative_param_groups(groups, eta_top, factor), betas=(0.7, 0.99))
+    cbs = [STLR(epochs * repeats * n_batches), GradientClipping(1.0), *callbacks]
+    if gradual:
+        cbs.insert(0, GradualUnfreezing(groups))
+    from .objectives import classification_loss
+
+    trainer = Trainer(model, opt, classification_loss, cbs, device="cpu")
+    trainer.fit(epoch_batches, epochs=epochs)
+    return trainer
+
+
+@torch.no_grad()
+def accuracy(model: ULMFiTClassifier, seqs: Sequence[Sequence[int]], labels: Sequence[int],
+             batch_size: int = 256, max_len: int = 60) -> float:
+    from .batching import classification_batches
+
+    was = model.training
+    model.eval()
+    correct = 0
+    for b in classification_batches(seqs, labels, batch_size, model.encoder.cfg.pad_id, shuffle=False,
+                                    max_len=max_len, truncate=True):
+        correct += int((model(b.ids, b.mask).argmax(-1) == b.labels).sum())
+    model.train(was)
+    return correct / len(seqs)
+
+
+def encode_texts(vocab: Vocab, texts: Sequence[Sequence[str]]) -> list[list[int]]:
+    """Token lists -> id lists; empty texts become a single ``<unk>`` so no row is empty."""
+    return [vocab.encode(t) if t else [vocab.unk_id] for t in texts]
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m lmlib.ulmfit")
     sub = parser.add_subparsers(dest="command", required=True)
