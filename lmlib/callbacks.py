@@ -196,6 +196,14 @@ class LivePlot(Callback):
             series["validation"] = ([s for s, _ in self.valid], [v for _, v in self.valid])
         return line_plot(series, title=self.title, x_title="step", y_title="loss")
 
+    def _bundle(self) -> dict:
+        # A plotly figure displays itself through _ipython_display_, which ignores display ids: every
+        # "update" would append a new output. Publishing the plotly mimebundle directly updates in place.
+        import json
+
+        return {"application/vnd.plotly.v1+json": {**json.loads(self.figure().to_json()), "config": {}},
+                "text/plain": f"<live loss plot: {len(self.steps)} steps>"}
+
     def on_fit_begin(self, trainer: Trainer) -> None:
         try:
             from IPython import get_ipython
@@ -203,14 +211,14 @@ class LivePlot(Callback):
         except ImportError:
             return
         if get_ipython() is not None and self.handle is None:
-            self.handle = display(self.figure(), display_id=True)
+            self.handle = display(self._bundle(), raw=True, display_id=True)
 
     def on_batch_end(self, trainer: Trainer, loss: float) -> None:
         prev = self.smoothed[-1] if self.smoothed else loss
         self.steps.append(trainer.step)
         self.smoothed.append(self.smoothing * prev + (1 - self.smoothing) * loss)
         if self.handle is not None and time.perf_counter() - self.last_draw > self.every_s:
-            self.handle.update(self.figure())
+            self.handle.update(self._bundle(), raw=True)
             self.last_draw = time.perf_counter()
 
     def on_epoch_end(self, trainer: Trainer, logs: dict[str, float]) -> None:
@@ -219,7 +227,7 @@ class LivePlot(Callback):
 
     def on_fit_end(self, trainer: Trainer) -> None:
         if self.handle is not None:
-            self.handle.update(self.figure())
+            self.handle.update(self._bundle(), raw=True)
 
 
 class Checkpoint(Callback):

@@ -18,3 +18,9 @@ def ptb_train():
     from lmlib.data import load_ptb
 
     return load_ptb("train")
+
+
+# Beside a checkout laid out as in CI (../shared/data next to the repository), use that mirror by default.
+_MIRROR = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data")
+if "LMLIB_DATA_DIR" not in os.environ and os.path.isfile(os.path.join(_MIRROR, "manifest.json")):
+    os.environ["LMLIB_DATA_DIR"] = os.path.abspath(_MIRROR)

@@ -242,3 +242,28 @@ def test_live_plot_records_outside_a_notebook():
     assert plot.steps == list(range(1, 21)) and len(plot.valid) == 2
     fig = plot.figure()
     assert [t.name for t in fig.data] == ["train (smoothed)", "validation"]
+
+
+def test_live_plot_redraws_one_output_in_place_in_a_real_kernel():
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(
+        "import torch\n"
+        "from torch import nn\n"
+        "from lmlib import Trainer\n"
+        "from lmlib.batching import random_blocks\n"
+        "from lmlib.callbacks import LivePlot\n"
+        "from lmlib.objectives import next_token_loss\n"
+        "model = nn.Sequential(nn.Embedding(10, 8), nn.Linear(8, 10))\n"
+        "ids = torch.arange(100) % 10\n"
+        "trainer = Trainer(model, torch.optim.SGD(model.parameters(), 0.1), next_token_loss,\n"
+        "                  callbacks=[LivePlot(every_s=0.0)], device='cpu')\n"
+        "_ = trainer.fit([random_blocks(ids, 4, 2) for _ in range(30)], epochs=3, valid=[random_blocks(ids, 4, 2)])\n"
+    )]
+    NotebookClient(nb, kernel_name="python3", timeout=120).execute()
+    outputs = nb.cells[0].outputs
+    assert [o.output_type for o in outputs] == ["display_data"], "every redraw replaced the same output"
+    figure = outputs[0]["data"]["application/vnd.plotly.v1+json"]
+    assert len(figure["data"][0]["x"]) == 90 and len(figure["data"][1]["x"]) == 3
