@@ -21,7 +21,6 @@ The AWD-LSTM itself (Merity, Keskar & Socher 2018) is :mod:`lmlib.awd_lstm` (not
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import math
 import time
@@ -35,6 +34,7 @@ from torch import nn
 
 from .batching import batchify, bptt_batches
 from .callbacks import GradientClipping
+from .data import sha256_of
 from .objectives import StatefulLMLoss
 from .schedules import STLR, discriminative_lrs
 from .trainer import Callback, Trainer
@@ -58,14 +58,6 @@ def ptb_vocab() -> Vocab:
     from .data import load_ptb
 
     return Vocab((tok for line in load_ptb("train") for tok in line), specials=(PAD,), unk=UNK)
-
-
-def sha256_file(path: str | Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _ptb_ids(vocab: Vocab, split: str) -> torch.Tensor:
@@ -142,8 +134,8 @@ def save_pretrained(model: AWDLSTMLanguageModel, vocab: Vocab, out_dir: str | Pa
     weights = out_dir / "awd_lstm_ptb.safetensors"
     save_file(tensors, str(weights), metadata={"config": json.dumps(model.cfg.__dict__)})
     vocab.save(out_dir / "vocab.json")
-    report = {**report, "sha256": {"awd_lstm_ptb.safetensors": sha256_file(weights),
-                                   "vocab.json": sha256_file(out_dir / "vocab.json")}}
+    report = {**report, "sha256": {"awd_lstm_ptb.safetensors": sha256_of(weights),
+                                   "vocab.json": sha256_of(out_dir / "vocab.json")}}
     (out_dir / "pretrain.json").write_text(json.dumps(report, indent=2))
     return report
 
@@ -161,8 +153,9 @@ def load_pretrained(directory: str | Path = PRETRAINED_DIR, verify: bool = True,
         path = directory / name
         if not path.is_file():
             raise FileNotFoundError(f"{name} is missing from {directory}; rerun `python -m lmlib.ulmfit pretrain`")
-        if verify and sha256_file(path) != expected:
-            raise ValueError(f"{name} has sha256 {sha256_file(path)}, expected {expected}: the file is corrupt "
+        actual = sha256_of(path) if verify else expected
+        if actual != expected:
+            raise ValueError(f"{name} has sha256 {actual}, expected {expected}: the file is corrupt "
                              f"or was replaced; restore it from git or rerun `python -m lmlib.ulmfit pretrain`")
     with safe_open(str(directory / "awd_lstm_ptb.safetensors"), framework="pt") as fh:
         cfg_dict = json.loads(fh.metadata()["config"])

@@ -16,7 +16,8 @@ from lmlib.schedules import STLR
 from lmlib.trainer import Trainer
 from lmlib.ulmfit import (PRETRAINED_DIR, GradualUnfreezing, PoolingClassifierHead, ULMFiTClassifier, concat_pool,
                           discriminative_param_groups, extend_vocab, lm_param_groups, load_pretrained,
-                          save_pretrained, sha256_file, unfreezing_timeline)
+                          save_pretrained, unfreezing_timeline)
+from lmlib.data import sha256_of
 from lmlib.vocab import Vocab
 
 
@@ -145,7 +146,7 @@ def test_save_and_load_pretrained_verifies_sha256(tmp_path):
     vocab = Vocab("a b c d e f g h i j".split(), specials=("<pad>",), unk="<unk>")
     lm = AWDLSTMLanguageModel(tiny_cfg(len(vocab), pad_id=0)).eval()
     report = save_pretrained(lm, vocab, tmp_path, {"valid_ppl": 1.0})
-    assert report["sha256"]["vocab.json"] == sha256_file(tmp_path / "vocab.json")
+    assert report["sha256"]["vocab.json"] == sha256_of(tmp_path / "vocab.json")
     loaded, loaded_vocab = load_pretrained(tmp_path, output_p=0.3)
     assert loaded_vocab == vocab and loaded.cfg.output_p == 0.3
     ids = torch.tensor([[2, 3, 4, 5]])
@@ -163,4 +164,4 @@ def test_shipped_checkpoint_loads_and_is_small():
     assert (PRETRAINED_DIR / "awd_lstm_ptb.safetensors").stat().st_size <= 8 * 1024 * 1024
     lm, vocab = load_pretrained()
     assert len(vocab) == lm.cfg.vocab_size == 10001 and vocab.itos[0] == "<pad>"
-    assert report["sha256"]["awd_lstm_ptb.safetensors"] == sha256_file(PRETRAINED_DIR / "awd_lstm_ptb.safetensors")
+    assert report["sha256"]["awd_lstm_ptb.safetensors"] == sha256_of(PRETRAINED_DIR / "awd_lstm_ptb.safetensors")
