@@ -1,16 +1,6 @@
-"""Settings shared by the unit tests and the notebook runs (nbval starts each kernel with this environment)."""
+"""Fixtures shared by the unit tests (the environment for every run is set in the root conftest.py)."""
 
-import os
-
-# A from_pretrained call would otherwise wait ~30 s on the network before failing.
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-# Notebooks are tested in the preset a class would run live.
-os.environ.setdefault("LMLIB_PRESET", "teach")
-# Progress bars are noise in stored outputs.
-os.environ.setdefault("TQDM_DISABLE", "1")
-
-import pytest  # noqa: E402
+import pytest
 
 
 @pytest.fixture(scope="session")
@@ -18,9 +8,3 @@ def ptb_train():
     from lmlib.data import load_ptb
 
     return load_ptb("train")
-
-
-# Beside a checkout laid out as in CI (../shared/data next to the repository), use that mirror by default.
-_MIRROR = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data")
-if "LMLIB_DATA_DIR" not in os.environ and os.path.isfile(os.path.join(_MIRROR, "manifest.json")):
-    os.environ["LMLIB_DATA_DIR"] = os.path.abspath(_MIRROR)
