@@ -8,7 +8,8 @@ lmlib.rnn_lm.TrainSettings). Validation and test are read as one stream (batch 1
     LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/train_zaremba_small.py --threads 1
     ... --max-batches 300 --epochs 1 --out /tmp/probe.json      # time a few hundred batches first
 
-The JSON is rewritten after every epoch, so an interrupted run leaves its per-epoch numbers behind.
+The JSON is rewritten and a resumable checkpoint saved after every epoch, so an interrupted run leaves its
+per-epoch numbers behind and ``--resume`` continues it from the last finished epoch with the same next step.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import torch
 
 from lmlib import Trainer, Vocab, seed_everything
 from lmlib.batching import batchify, bptt_batches
-from lmlib.callbacks import GradientClipping, LRSchedule, MaxSteps
+from lmlib.callbacks import Checkpoint, GradientClipping, LRSchedule, MaxSteps
 from lmlib.data import load_ptb
 from lmlib.objectives import StatefulLMLoss
 from lmlib.rnn_lm import RNNLM, zaremba_lr_factor, zaremba_small
@@ -41,6 +42,9 @@ def main() -> None:
     ap.add_argument("--max-batches", type=int, default=None, help="stop after this many training batches (timing probe)")
     ap.add_argument("--out", type=Path, default=RESULTS / "zaremba_small.json")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--checkpoint", type=Path, default=Path("data") / "zaremba_small.ckpt",
+                    help="resumable checkpoint written after every epoch (data/ is git-ignored)")
+    ap.add_argument("--resume", action="store_true", help="continue from --checkpoint and the JSON at --out")
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -77,17 +81,24 @@ def main() -> None:
             write()
 
     callbacks = [LRSchedule(lambda step: zaremba_lr_factor(step // steps_per_epoch + 1, settings.max_epoch, settings.decay)),
-                 GradientClipping(settings.mean_clip), Report()]
+                 GradientClipping(settings.mean_clip), Report(), Checkpoint(args.checkpoint)]
     if args.max_batches:
         callbacks.append(MaxSteps(args.max_batches))
     optimizer = torch.optim.SGD(model.parameters(), lr=settings.mean_lr)
     trainer = Trainer(model, optimizer, StatefulLMLoss(), callbacks, device="cpu")
+    if args.resume:
+        trainer.load_checkpoint(args.checkpoint)
+        result["epochs"] = json.loads(args.out.read_text())["epochs"][: trainer.epoch]
+        print(f"resumed after epoch {trainer.epoch} (step {trainer.step})", flush=True)
+    if trainer.epoch < epochs:
+        trainer.fit(lambda epoch: bptt_batches(train, settings.bptt), epochs=epochs - trainer.epoch,
+                    valid=lambda epoch: bptt_batches(valid, 200))
     start = time.perf_counter()
-    trainer.fit(lambda epoch: bptt_batches(train, settings.bptt), epochs=epochs,
-                valid=lambda epoch: bptt_batches(valid, 200))
     test_result = trainer.evaluate(lambda epoch: bptt_batches(test, 200))
+    # Training time is the sum of the epochs (each includes its validation pass), so a resumed run counts the same.
+    seconds = sum(e["seconds"] for e in result["epochs"]) + time.perf_counter() - start
     result.update(test_ppl=test_result.perplexity, valid_ppl=result["epochs"][-1]["valid_ppl"],
-                  seconds=time.perf_counter() - start, finished=not args.max_batches and len(result["epochs"]) == epochs)
+                  seconds=seconds, finished=not args.max_batches and len(result["epochs"]) == epochs)
     write()
     print(f"test perplexity {test_result.perplexity:.2f} after {result['seconds']:.0f} s on {args.threads} thread(s)")
 
