@@ -233,3 +233,22 @@ def hidden_gradient_norms(cell: RNNCell | LSTMCell, X: torch.Tensor, readout: to
     loss = (hiddens[-1] * readout).sum()
     grads = torch.autograd.grad(loss, hiddens)
     return torch.stack([g.norm() for g in grads]).detach()
+
+
+@torch.no_grad()
+def trace_gates(cell: LSTMCell, X: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Run ``cell`` over X ``(batch, time, inputs)`` from a zero state and keep every step's internals.
+
+    Returns tensors ``(batch, time, hiddens)`` named I, F, O, C_tilde (gates and input node), C and H
+    (states) — what a heatmap of "what the LSTM is doing" reads.
+    """
+    if X.dim() != 3 or X.size(-1) != cell.input_size:
+        raise ValueError(f"expected X (batch, time, {cell.input_size}), got shape {tuple(X.shape)}")
+    H = C = X.new_zeros(X.size(0), cell.hidden_size)
+    trace: dict[str, list[torch.Tensor]] = {k: [] for k in ("I", "F", "O", "C_tilde", "C", "H")}
+    for t in range(X.size(1)):
+        g = cell.gates(X[:, t], H)
+        H, C = cell(X[:, t], (H, C))
+        for k, v in (*g.items(), ("C", C), ("H", H)):
+            trace[k].append(v)
+    return {k: torch.stack(v, dim=1) for k, v in trace.items()}

@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from lmlib.rnn import LSTM, RNN, LSTMCell, RNNCell, copy_from_torch, hidden_gradient_norms
+from lmlib.rnn import LSTM, RNN, LSTMCell, RNNCell, copy_from_torch, hidden_gradient_norms, trace_gates
 
 
 @pytest.fixture(autouse=True)
@@ -170,3 +170,17 @@ def test_hidden_gradient_norms_match_autograd_and_the_jacobian_product():
     torch.testing.assert_close(norms, torch.stack(expected[::-1]).detach())
     with pytest.raises(ValueError, match="expected X"):
         hidden_gradient_norms(cell, torch.randn(4, 2))
+
+
+def test_trace_gates_reproduces_the_layer():
+    ours, theirs = _pair("lstm", 1, False)
+    X = torch.randn(2, 6, 3)
+    trace = trace_gates(ours.cells[0], X)
+    out, (H, C) = theirs(X)
+    torch.testing.assert_close(trace["H"], out.detach())
+    torch.testing.assert_close(trace["C"][:, -1], C[0].detach())
+    assert set(trace) == {"I", "F", "O", "C_tilde", "C", "H"}
+    assert all(v.shape == (2, 6, 4) for v in trace.values())
+    assert ((trace["F"] > 0) & (trace["F"] < 1)).all()
+    with pytest.raises(ValueError, match="expected X"):
+        trace_gates(ours.cells[0], torch.randn(6, 3))
