@@ -99,6 +99,8 @@ def pad_batch(
         raise ValueError("cannot pad an empty list of sequences")
     if any(len(s) == 0 for s in seqs):
         raise ValueError("a sequence in the batch is empty; drop empty texts before batching")
+    if max_len is not None and max_len < 1:
+        raise ValueError(f"max_len must be at least 1, got {max_len}")
     longest = max(len(s) for s in seqs)
     width = longest if max_len is None else max_len
     if longest > width and not truncate:

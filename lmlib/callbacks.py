@@ -120,6 +120,12 @@ class EarlyStopping(Callback):
         if self.restore_best and self.best_state is not None:
             trainer.model.load_state_dict(self.best_state)
 
+    def state_dict(self) -> dict:
+        return {"best": self.best, "bad_epochs": self.bad_epochs, "best_state": self.best_state}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.best, self.bad_epochs, self.best_state = float(state["best"]), int(state["bad_epochs"]), state["best_state"]
+
 
 class TimeBudget(Callback):
     """Stop training after ``seconds`` of wall time, to compare models at the same budget."""

@@ -43,8 +43,8 @@ class EvalResult:
 
     @property
     def perplexity(self) -> float:
-        """exp of the mean per-token negative log-likelihood (meaningful when the loss is one)."""
-        return math.exp(min(self.loss, 700.0))
+        """exp of the mean per-token negative log-likelihood (meaningful when the loss is one); inf on overflow."""
+        return math.exp(self.loss) if self.loss < 700.0 else math.inf
 
 
 def _as_result(out: Any) -> BatchResult:

@@ -82,11 +82,11 @@ class Vocab:
 
     def decode(self, ids: Iterable[int], sep: str | None = None) -> list[str] | str:
         """Tokens for ``ids``; joined with ``sep`` when it is given (``""`` for characters, ``" "`` for words)."""
-        try:
-            tokens = [self.itos[int(i)] for i in ids]
-        except IndexError:
-            bad = [int(i) for i in ids if not 0 <= int(i) < len(self)]
-            raise IndexError(f"ids {bad[:5]} are outside this vocabulary of {len(self)} types") from None
+        ids = [int(i) for i in ids]
+        bad = [i for i in ids if not 0 <= i < len(self)]
+        if bad:  # a negative id would otherwise index from the end of the list and decode silently
+            raise IndexError(f"ids {bad[:5]} are outside this vocabulary of {len(self)} types (valid: 0..{len(self) - 1})")
+        tokens = [self.itos[i] for i in ids]
         return tokens if sep is None else sep.join(tokens)
 
     def save(self, path: str | Path) -> None:

@@ -48,6 +48,8 @@ def test_pad_batch_masks_real_tokens_and_refuses_silent_truncation():
     with pytest.raises(ValueError, match="truncate=True"):
         pad_batch([[1, 2, 3]], 0, max_len=2)
     assert pad_batch([[1, 2, 3]], 0, max_len=2, truncate=True).ids.tolist() == [[1, 2]]
+    with pytest.raises(ValueError, match="max_len must be at least 1"):
+        pad_batch([[1, 2, 3]], 0, max_len=0, truncate=True)
     with pytest.raises(ValueError, match="empty"):
         pad_batch([[1], []], 0)
 

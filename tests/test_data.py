@@ -138,8 +138,10 @@ def test_a_truncated_copy_is_refused(copy_of):
 def test_missing_while_offline_is_an_immediate_clear_error(tmp_path, monkeypatch):
     monkeypatch.setenv("LMLIB_DATA_DIR", str(tmp_path))
     monkeypatch.setenv("LMLIB_OFFLINE", "1")
-    with pytest.raises(DataError, match="LMLIB_OFFLINE=1"):
+    with pytest.raises(DataError, match="LMLIB_OFFLINE=1") as refused:
         data.load_ptb("test")
+    message = str(refused.value)
+    assert "ptb/ptb.test.txt" in message and "LMLIB_DATA_DIR" in message, "names the file and the way out"
     assert not any(tmp_path.rglob("*")), "a refused download leaves nothing behind"
 
 
@@ -228,7 +230,7 @@ def test_fetch_extracts_zip_members_with_one_download(server, tmp_path, monkeypa
              for p in ("word-eval/SimLex-999/SimLex-999.txt", "word-eval/SimLex-999/README.txt")]
     downloads = []
     real = data.store._download
-    monkeypatch.setattr(data.store, "_download", lambda url: downloads.append(url) or real(url))
+    monkeypatch.setattr(data.store, "_download", lambda url, *rest: downloads.append(url) or real(url, *rest))
     paths = data.fetch(files, tmp_path)
     assert [p.name for p in paths] == ["SimLex-999.txt", "README.txt"]
     assert len(downloads) == 1
@@ -300,3 +302,23 @@ def test_fetch_with_a_present_valid_copy_does_not_download(copy_of, monkeypatch)
     monkeypatch.setattr(data.store, "_download", lambda url: pytest.fail("nothing should be downloaded"))
     assert data.fetch_dataset("timemachine", root) == [root / "timemachine/timemachine.txt"]
     assert io.StringIO(data.load_time_machine()).readline().startswith("The Time Machine")
+
+
+@pytest.mark.network
+def test_a_page_that_is_not_a_zip_is_a_clear_error(server, tmp_path):
+    f = _local("word-eval/SimLex-999/SimLex-999.txt", f"{server}/input.txt", "SimLex-999/SimLex-999.txt")
+    with pytest.raises(DataError, match="did not return a zip archive"):
+        data.fetch([f], tmp_path)
+    assert not any(tmp_path.rglob("*.*"))
+
+
+@pytest.mark.network
+def test_a_failed_write_leaves_no_partial_file(server, tmp_path, monkeypatch):
+    def disk_full(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(data.store.os, "replace", disk_full)
+    f = _local("tinyshakespeare/input.txt", f"{server}/input.txt")
+    with pytest.raises(DataError, match="could not write .*No space left on device"):
+        data.fetch([f], tmp_path)
+    assert not any(tmp_path.rglob("*.*")), "the temporary file is removed when the rename fails"

@@ -189,6 +189,28 @@ def test_early_stopping_stops_after_patience_and_restores_the_best_weights():
         make_trainer([EarlyStopping()]).fit(blocks, epochs=1)
 
 
+def test_early_stopping_resumes_with_its_best_value_patience_and_weights(tmp_path):
+    straight = make_trainer([EarlyStopping(patience=2)], lr=5.0)
+    straight.fit(blocks, epochs=30, valid=blocks)
+    assert len(straight.history) < 30, "the run must stop early for this test to mean anything"
+
+    first = make_trainer([EarlyStopping(patience=2), Checkpoint(tmp_path / "ck.pt")], lr=5.0)
+    first.fit(blocks, epochs=2, valid=blocks)
+    second = make_trainer([EarlyStopping(patience=2), Checkpoint(tmp_path / "ck.pt")], lr=5.0, seed=99)
+    second.load_checkpoint(tmp_path / "ck.pt")
+    second.fit(blocks, epochs=28, valid=blocks)
+    assert [h["valid_loss"] for h in second.history] == [h["valid_loss"] for h in straight.history]
+    for p, q in zip(second.model.parameters(), straight.model.parameters()):
+        assert torch.equal(p, q), "the same best weights are restored"
+
+
+def test_perplexity_of_a_huge_loss_is_infinite_not_clipped():
+    from lmlib.trainer import EvalResult
+
+    assert EvalResult(2.0, 10).perplexity == pytest.approx(math.exp(2.0))
+    assert EvalResult(800.0, 10).perplexity == math.inf
+
+
 def test_max_steps_and_time_budget_stop_training():
     trainer = make_trainer([MaxSteps(13)])
     trainer.fit(blocks, epochs=5)

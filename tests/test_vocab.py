@@ -31,6 +31,8 @@ def test_closed_vocabulary_refuses_unknown_tokens_with_advice():
 def test_decode_out_of_range_is_a_clear_error():
     with pytest.raises(IndexError, match=r"\[7\]"):
         Vocab("a b".split()).decode([0, 7])
+    with pytest.raises(IndexError, match=r"\[-1\]"):  # would otherwise decode as the last type
+        Vocab("a b".split()).decode([-1])
 
 
 def test_empty_corpus_is_refused():

@@ -75,9 +75,12 @@ def verify(file: DataFile, root: Path | None = None) -> Path:
     return path
 
 
-def _download(url: str) -> bytes:
+def _download(url: str, label: str, root: Path) -> bytes:
     if os.environ.get("LMLIB_OFFLINE") == "1":
-        raise DataError(f"downloads are disabled (LMLIB_OFFLINE=1), so {url} was not fetched")
+        raise DataError(
+            f"{label} is not in {root} and downloads are disabled (LMLIB_OFFLINE=1), so {url} was not fetched. "
+            f"Set LMLIB_DATA_DIR to a folder that holds a verified copy, or unset LMLIB_OFFLINE to download it."
+        )
     request = urllib.request.Request(url, headers={"User-Agent": "lmlib-data/0.1"})
     try:
         with urllib.request.urlopen(request, timeout=CONNECT_TIMEOUT_S) as response:
@@ -100,16 +103,22 @@ def _write_atomically(path: Path, payload: bytes, sha256: str, label: str) -> No
             f"{label}: downloaded bytes hash to {actual}, expected {sha256}. The source has changed or the "
             f"transfer was damaged; nothing was written."
         )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
         with os.fdopen(fd, "wb") as fh:
             fh.write(payload)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+    except OSError as err:
+        raise DataError(
+            f"{label}: could not write {path}: {err.strerror or err}. Make the folder writable, or set "
+            f"LMLIB_DATA_DIR to a writable folder (or to one that already holds a verified copy)."
+        ) from None
     finally:
-        if os.path.exists(tmp):
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
 
 
@@ -126,10 +135,18 @@ def fetch(files: list[DataFile] | tuple[DataFile, ...], root: Path | None = None
         target = root / file.path
         if not target.is_file():
             if file.member is None:
-                payload = _download(file.url)
+                payload = _download(file.url, file.path, root)
             else:
                 if file.url not in archives:
-                    archives[file.url] = zipfile.ZipFile(io.BytesIO(_download(file.url)))
+                    body = _download(file.url, file.path, root)
+                    try:
+                        archives[file.url] = zipfile.ZipFile(io.BytesIO(body))
+                    except zipfile.BadZipFile:
+                        raise DataError(
+                            f"{file.path}: {file.url} did not return a zip archive ({len(body):,} bytes starting "
+                            f"{body[:40]!r}); the address may be down or behind a proxy. Try again later, or set "
+                            f"LMLIB_DATA_DIR to a folder that holds a verified copy."
+                        ) from None
                 try:
                     payload = archives[file.url].read(file.member)
                 except KeyError:
