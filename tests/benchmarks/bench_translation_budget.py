@@ -1,0 +1,84 @@
+"""The Transformer against the RNN with Bahdanau attention at the same wall-clock budget (notebook 05).
+
+Both models are notebook 05's, with its settings, trained through the same Trainer on the same
+English->French pairs for ``--seconds`` each, then scored with greedy decoding on the whole test set.
+The step counts depend on the machine and on how busy it is, so the load average and thread count
+are recorded beside the scores.
+
+    python tests/benchmarks/bench_translation_budget.py --seconds 150
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+import torch
+
+import lmlib
+from lmlib import Trainer
+from lmlib.callbacks import GradientClipping, LRSchedule, TimeBudget
+from lmlib.metrics import corpus_bleu, corpus_chrf
+from lmlib.seq2seq import Seq2Seq, Seq2SeqConfig, seq2seq_loss, translate_examples
+from lmlib.transformer import Transformer, TransformerConfig, translate, translation_loss
+from lmlib.translation import SIMPLE_PREFIXES, prepare_translation, translation_batches
+
+RESULTS = Path(__file__).parent / "results" / "translation_budget.json"
+MAX_OUTPUT = 12
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=150.0)
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+
+    data = prepare_translation(max_len=10, prefixes=SIMPLE_PREFIXES, min_freq=2, seed=0)
+    src_vocab, tgt_vocab = data.src_vocab, data.tgt_vocab
+
+    def batches(epoch):
+        return translation_batches(data.train, src_vocab, tgt_vocab, batch_size=64, seed=epoch)
+
+    lmlib.seed_everything(0)
+    config = TransformerConfig(len(src_vocab), len(tgt_vocab), d_model=128, num_heads=4, num_encoder_layers=2,
+                               num_decoder_layers=2, d_ff=256, dropout=0.0, max_len=32)
+    transformer = Transformer(config)
+    transformer_trainer = Trainer(
+        transformer, torch.optim.Adam(transformer.parameters(), lr=2e-3, betas=(0.9, 0.98)), translation_loss,
+        callbacks=[LRSchedule(lambda step: min(1.0, (step + 1) / 20)), TimeBudget(args.seconds)], device="cpu")
+    transformer_trainer.fit(batches, epochs=1000)
+
+    lmlib.seed_everything(0)
+    rnn = Seq2Seq(Seq2SeqConfig(len(src_vocab), len(tgt_vocab), emb_dim=64, hidden=128, attention="additive"))
+    rnn_trainer = Trainer(rnn, torch.optim.Adam(rnn.parameters(), lr=3e-3), seq2seq_loss,
+                          callbacks=[GradientClipping(1.0), TimeBudget(args.seconds)], device="cpu")
+    rnn_trainer.fit(batches, epochs=1000)
+
+    refs = [e.refs for e in data.test]
+    hyps = {
+        "Transformer": translate(transformer, [e.src for e in data.test], src_vocab, tgt_vocab, max_len=MAX_OUTPUT),
+        "RNN + attention": translate_examples(rnn, data.test, src_vocab, tgt_vocab, max_len=MAX_OUTPUT),
+    }
+    steps = {"Transformer": transformer_trainer.step, "RNN + attention": rnn_trainer.step}
+    report = {
+        "seconds_per_model": args.seconds,
+        "threads": args.threads,
+        "load_average_1min_at_end": round(os.getloadavg()[0], 2),
+        "test_sentences": len(data.test),
+        "models": {name: {"steps": steps[name], "bleu": round(100 * corpus_bleu(h, refs), 2),
+                          "chrf": round(100 * corpus_chrf(h, refs), 2)} for name, h in hyps.items()},
+        "command": "python tests/benchmarks/bench_translation_budget.py --seconds "
+                   f"{args.seconds:g} --threads {args.threads}",
+        "date": time.strftime("%Y-%m-%d"),
+    }
+    RESULTS.parent.mkdir(exist_ok=True)
+    RESULTS.write_text(json.dumps(report, indent=1) + "\n")
+    print(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()
