@@ -10,7 +10,7 @@ from torch import nn
 import lmlib
 from lmlib.batching import batchify, bptt_batches, random_blocks
 from lmlib.callbacks import (
-    Checkpoint, EarlyStopping, GradientClipping, LivePlot, LRSchedule, MaxSteps, Regularizer, TimeBudget,
+    Checkpoint, EarlyStopping, GradientClipping, LivePlot, LRSchedule, MaxSteps, ProgressBar, Regularizer, TimeBudget,
     freeze, param_groups, unfreeze,
 )
 from lmlib.objectives import StatefulLMLoss, classification_loss, next_token_loss
@@ -289,3 +289,18 @@ def test_live_plot_redraws_one_output_in_place_in_a_real_kernel():
     assert [o.output_type for o in outputs] == ["display_data"], "every redraw replaced the same output"
     figure = outputs[0]["data"]["application/vnd.plotly.v1+json"]
     assert len(figure["data"][0]["x"]) == 90 and len(figure["data"][1]["x"]) == 3
+
+
+def test_progress_bar_counts_every_batch_of_every_epoch(capsys, monkeypatch):
+    import functools
+
+    import tqdm.auto
+    import tqdm.std
+
+    # The test settings silence bars (TQDM_DISABLE, read by tqdm at import); this test reads one.
+    monkeypatch.setattr(tqdm.auto, "tqdm", functools.partial(tqdm.std.tqdm, disable=False))
+    make_trainer([ProgressBar(total=10, leave=True)]).fit(blocks, epochs=2)
+    shown = capsys.readouterr().err
+    assert "epoch 1" in shown and "epoch 2" in shown
+    assert shown.count("10/10") >= 2, "each epoch's bar reaches its total"
+    assert "loss=" in shown
