@@ -34,6 +34,16 @@ def _check_sizes(input_size: int, hidden_size: int) -> None:
         raise ValueError(f"input_size and hidden_size must be positive, got {input_size} and {hidden_size}")
 
 
+def _check_step(cell: nn.Module, X_t: torch.Tensor, *states: torch.Tensor) -> None:
+    """One step's shapes: X_t ``(batch, input_size)`` and every state ``(batch, hidden_size)``."""
+    if X_t.dim() != 2 or X_t.size(1) != cell.input_size:
+        raise ValueError(f"expected X_t (batch, {cell.input_size}), got shape {tuple(X_t.shape)}")
+    for S in states:
+        if S.shape != (X_t.size(0), cell.hidden_size):
+            raise ValueError(f"expected a state ({X_t.size(0)}, {cell.hidden_size}) to match X_t's batch, "
+                             f"got shape {tuple(S.shape)}")
+
+
 class RNNCell(nn.Module):
     """One step of the Elman RNN: ``(batch, inputs), (batch, hiddens) -> (batch, hiddens)``."""
 
@@ -49,6 +59,7 @@ class RNNCell(nn.Module):
 
     def forward(self, X_t: torch.Tensor, H_prev: torch.Tensor) -> torch.Tensor:
         """H_t = tanh(X_t W_xh + b_xh + H_{t-1} W_hh + b_hh)."""
+        _check_step(self, X_t, H_prev)
         return torch.tanh(X_t @ self.W_xh + self.b_xh + H_prev @ self.W_hh + self.b_hh)
 
 
@@ -78,6 +89,7 @@ class LSTMCell(nn.Module):
             O_t = σ(X_t W_xo + H_{t-1} W_ho + b_o)        output gate
             C̃_t = tanh(X_t W_xc + H_{t-1} W_hc + b_c)     input node
         """
+        _check_step(self, X_t, H_prev)
         I_t = torch.sigmoid(X_t @ self.W_xi + H_prev @ self.W_hi + self.b_i)
         F_t = torch.sigmoid(X_t @ self.W_xf + H_prev @ self.W_hf + self.b_f)
         O_t = torch.sigmoid(X_t @ self.W_xo + H_prev @ self.W_ho + self.b_o)
@@ -87,6 +99,7 @@ class LSTMCell(nn.Module):
     def forward(self, X_t: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """C_t = F_t ⊙ C_{t-1} + I_t ⊙ C̃_t  (memory: kept part + written part);  H_t = O_t ⊙ tanh(C_t)."""
         H_prev, C_prev = state
+        _check_step(self, X_t, C_prev)
         g = self.gates(X_t, H_prev)
         C_t = g["F"] * C_prev + g["I"] * g["C_tilde"]
         H_t = g["O"] * torch.tanh(C_t)
@@ -128,6 +141,8 @@ class _Recurrent(nn.Module):
                              f"the layers are batch-first")
         if X.size(1) == 0:
             raise ValueError("the input sequence is empty (time = 0)")
+        if X.size(0) == 0:
+            raise ValueError("the batch is empty (batch = 0)")
         want = (self.num_layers * self.directions, X.size(0), self.hidden_size)
         parts = state if self.has_memory else (state,)
         if self.has_memory and (not isinstance(state, (tuple, list)) or len(state) != 2):

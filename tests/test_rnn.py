@@ -184,3 +184,16 @@ def test_trace_gates_reproduces_the_layer():
     assert ((trace["F"] > 0) & (trace["F"] < 1)).all()
     with pytest.raises(ValueError, match="expected X"):
         trace_gates(ours.cells[0], torch.randn(6, 3))
+
+
+def test_cells_and_layers_refuse_mismatched_shapes_with_a_clear_message():
+    rnn_cell, lstm_cell = RNNCell(3, 4), LSTMCell(3, 4)
+    X, H = torch.randn(2, 3), torch.randn(2, 4)
+    with pytest.raises(ValueError, match=r"expected X_t \(batch, 3\)"):
+        rnn_cell(torch.randn(2, 5), H)
+    with pytest.raises(ValueError, match="to match X_t's batch"):
+        rnn_cell(X, torch.randn(3, 4))
+    with pytest.raises(ValueError, match="to match X_t's batch"):
+        lstm_cell(X, (H, torch.randn(2, 7)))
+    with pytest.raises(ValueError, match="batch is empty"):
+        LSTM(3, 4)(torch.randn(0, 5, 3))
