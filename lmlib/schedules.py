@@ -42,21 +42,22 @@ def stlr(t: int, T: int, cut_frac: float = 0.1, ratio: float = 32.0, eta_max: fl
     The rate rises linearly from η_max/ratio to η_max over the first ``cut`` iterations, then decays
     linearly back towards η_max/ratio. ``t`` counts from 0, so ``t`` must lie in [0, T).
 
-    Edge case (not covered by the paper): when T · cut_frac < 1, cut = 0 and the decay's denominator
-    cut · (1/cut_frac − 1) is 0. There is then no warm-up at all; we define the schedule as a pure linear
-    decay over the T iterations, p = 1 − t/T, which is what the formula tends to when the warm-up
-    shrinks to nothing (with T = 1 the single step uses η_max).
+    The decay's denominator cut · (1/cut_frac − 1) is the number of iterations left after the warm-up,
+    T − cut, whenever T · cut_frac is a whole number (T = 1000, cut_frac = 0.1: 100 · 9 = 900). When it
+    is not, the floor makes the paper's denominator shorter than T − cut, so the decay overshoots: for
+    T = 15 it ends at p = −1/9 and η_14 < 0. We therefore decay over the T − cut iterations that are left,
+
+        p = 1 − (t − cut) / (T − cut)                   for t ≥ cut,
+
+    which is the paper's formula exactly whenever T · cut_frac is whole and keeps η_t ≥ η_max/ratio
+    otherwise. The same line covers T · cut_frac < 1 (cut = 0: no warm-up, a pure decay p = 1 − t/T;
+    with T = 1 the single step uses η_max).
     """
     _check_stlr_args(T, cut_frac, ratio, eta_max)
     if not isinstance(t, int) or not 0 <= t < T:
         raise ValueError(f"t must be an integer iteration in [0, T) = [0, {T}), got {t!r}")
     cut = math.floor(T * cut_frac)
-    if cut == 0:
-        p = 1 - t / T
-    elif t < cut:
-        p = t / cut
-    else:
-        p = 1 - (t - cut) / (cut * (1 / cut_frac - 1))
+    p = t / cut if t < cut else 1 - (t - cut) / (T - cut)  # T - cut = cut·(1/cut_frac − 1) when T·cut_frac is whole
     return eta_max * (1 + p * (ratio - 1)) / ratio
 
 

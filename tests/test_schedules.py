@@ -16,10 +16,25 @@ def paper_stlr(t, T, cut_frac, ratio, eta_max):
 
 
 @pytest.mark.parametrize("T,cut_frac,ratio,eta_max", [(100, 0.1, 32, 0.01), (1000, 0.1, 32, 0.01),
-                                                      (37, 0.3, 10, 0.004), (10, 0.5, 2, 1.0)])
-def test_stlr_matches_the_paper_formula(T, cut_frac, ratio, eta_max):
+                                                      (40, 0.3, 10, 0.004), (10, 0.5, 2, 1.0), (1245, 0.2, 32, 0.01)])
+def test_stlr_matches_the_paper_formula_when_T_times_cut_frac_is_whole(T, cut_frac, ratio, eta_max):
+    assert math.isclose(T * cut_frac, round(T * cut_frac))
     for t in range(T):
         assert stlr(t, T, cut_frac, ratio, eta_max) == pytest.approx(paper_stlr(t, T, cut_frac, ratio, eta_max), rel=1e-12)
+
+
+def test_paper_formula_overshoots_when_T_times_cut_frac_is_not_whole_and_stlr_does_not():
+    # T = 15, cut_frac = 0.1: cut = 1 but the paper's decay length is 1 · 9 = 9 < 14 iterations left
+    assert paper_stlr(14, 15, 0.1, 32, 0.01) < 0
+    for T in range(1, 400):
+        for cut_frac in (0.05, 0.1, 0.15, 0.3, 0.5, 0.9, 0.99):
+            etas = stlr_schedule(T, cut_frac, 32, 0.01)
+            cut = math.floor(T * cut_frac)
+            assert min(etas) >= 0.01 / 32 - 1e-15 and max(etas) <= 0.01 + 1e-15
+            assert etas.index(max(etas)) == cut  # warm-up to the peak at cut, then a strictly falling decay
+            assert all(a > b for a, b in zip(etas[cut:-1], etas[cut + 1:]))
+            # the last step sits one decay increment above the floor: p = 1 / (T - cut)
+            assert etas[-1] == pytest.approx(0.01 * (1 + (31 / (T - cut))) / 32, rel=1e-12)
 
 
 def test_stlr_shape_start_peak_and_end():
