@@ -26,12 +26,13 @@ Shapes: ``query`` is ``(batch, d_q)`` (one query per example, as in an RNN decod
 Masked positions get exactly zero weight (their score is set to -inf before the softmax). A query
 whose keys are *all* masked has no distribution to return; that is an error, not a silent NaN.
 Multi-head attention, which runs several scaled dot-products in parallel, lives in
-:mod:`lmlib.transformer`.
+:mod:`lmlib.multihead`.
 """
 
 from __future__ import annotations
 
 import math
+import operator
 
 import torch
 from torch import nn
@@ -46,6 +47,13 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Ten
         return torch.softmax(scores, dim=-1)
     if mask.dtype != torch.bool:
         raise ValueError(f"mask must be a bool tensor (True = real position), got dtype {mask.dtype}")
+    try:
+        broadcast = torch.broadcast_shapes(mask.shape, scores.shape)
+    except RuntimeError:
+        broadcast = None
+    if broadcast != scores.shape:
+        raise ValueError(f"mask of shape {tuple(mask.shape)} does not broadcast to the scores' shape "
+                         f"{tuple(scores.shape)}; give it the scores' shape, or size 1 along the axes it shares")
     mask = mask.expand_as(scores)
     empty = ~mask.any(dim=-1)
     if empty.any():
@@ -55,10 +63,25 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Ten
     return torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
 
 
+def _check_size(name: str, value) -> None:
+    try:
+        size = operator.index(value)  # ints of any kind (numpy, torch), but not 2.0
+    except TypeError:
+        size = None
+    if isinstance(value, bool) or size is None or size < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
 class Attention(nn.Module):
-    """Base class: subclasses define :meth:`score`; :meth:`forward` normalizes and averages."""
+    """Base class: subclasses define :meth:`score`; :meth:`forward` normalizes and averages.
+
+    Subclasses with learned matrices set ``d_query`` and ``d_key`` (the widths their matrices were
+    built for) so that :meth:`forward` can name the mismatch instead of failing inside a matmul.
+    """
 
     name = "attention"
+    d_query: int | None = None
+    d_key: int | None = None
 
     def prepare_keys(self, keys: torch.Tensor) -> torch.Tensor:
         """The part of the score that depends on the keys only. A decoder that attends to the same
@@ -79,17 +102,32 @@ class Attention(nn.Module):
                              f"values {tuple(values.shape)}")
         if keys.shape[:2] != values.shape[:2]:
             raise ValueError(f"keys {tuple(keys.shape)} and values {tuple(values.shape)} must agree on (batch, n)")
+        if keys.shape[1] == 0:
+            # a softmax over no keys has no distribution to return (the context would silently be zero)
+            raise ValueError(f"there are no keys to attend to (keys {tuple(keys.shape)}, n = 0); "
+                             "give every example at least one key")
         single = query.dim() == 2
         if single:
             query = query.unsqueeze(1)
         if query.dim() != 3 or query.shape[0] != keys.shape[0]:
             raise ValueError(f"query must be (batch, d_q) or (batch, m, d_q) with the keys' batch size "
                              f"{keys.shape[0]}; got {tuple(query.shape)}")
+        batch, m, n = query.shape[0], query.shape[1], keys.shape[1]
+        if self.d_query is not None and query.shape[-1] != self.d_query:
+            raise ValueError(f"{self.name} attention was built for queries of width d_q={self.d_query}, "
+                             f"got {query.shape[-1]} (query {tuple(query.shape)})")
+        # prepared keys have the score's own width; only raw keys can be checked against d_k
+        if prepared_keys is None and self.d_key is not None and keys.shape[-1] != self.d_key:
+            raise ValueError(f"{self.name} attention was built for keys of width d_k={self.d_key}, "
+                             f"got {keys.shape[-1]} (keys {tuple(keys.shape)})")
+        if prepared_keys is not None and prepared_keys.shape[:2] != keys.shape[:2]:
+            raise ValueError(f"prepared_keys {tuple(prepared_keys.shape)} must agree with keys "
+                             f"{tuple(keys.shape)} on (batch, n); pass prepare_keys(keys)")
         if mask is not None:
             if mask.dim() == 2:
                 mask = mask.unsqueeze(1)
-            if mask.dim() != 3 or mask.shape[0] != keys.shape[0] or mask.shape[-1] != keys.shape[1]:
-                raise ValueError(f"mask must be (batch, n) or (batch, m, n) = {tuple(keys.shape[:2])}...; "
+            if mask.dim() != 3 or mask.shape[0] != batch or mask.shape[1] not in (1, m) or mask.shape[2] != n:
+                raise ValueError(f"mask must be (batch, n) = {(batch, n)} or (batch, m, n) = {(batch, m, n)}; "
                                  f"got {tuple(mask.shape)}")
         prepared = self.prepare_keys(keys) if prepared_keys is None else prepared_keys
         scores = self.score_prepared(query, prepared)
@@ -118,6 +156,9 @@ class ContentAttention(Attention):
         return keys / keys.norm(dim=-1, keepdim=True).clamp_min(self.eps)
 
     def score_prepared(self, query, unit_keys):
+        if query.shape[-1] != unit_keys.shape[-1]:
+            raise ValueError(f"content (cosine) attention needs d_q == d_k, got {query.shape[-1]} and "
+                             f"{unit_keys.shape[-1]}; use 'general' or 'additive' to learn a map between sizes")
         q = query / query.norm(dim=-1, keepdim=True).clamp_min(self.eps)
         return self.beta * (q @ unit_keys.transpose(1, 2))
 
@@ -133,6 +174,9 @@ class AdditiveAttention(Attention):
 
     def __init__(self, d_query: int, d_key: int, d_attn: int):
         super().__init__()
+        for name, value in (("d_query", d_query), ("d_key", d_key), ("d_attn", d_attn)):
+            _check_size(name, value)
+        self.d_query, self.d_key = d_query, d_key
         self.W_a = nn.Linear(d_query, d_attn, bias=False)
         self.U_a = nn.Linear(d_key, d_attn, bias=False)
         self.v_a = nn.Linear(d_attn, 1, bias=False)
@@ -157,7 +201,9 @@ class LocationAttention(Attention):
 
     def __init__(self, d_query: int, max_keys: int):
         super().__init__()
-        self.max_keys = max_keys
+        _check_size("d_query", d_query)
+        _check_size("max_keys", max_keys)
+        self.d_query, self.max_keys = d_query, max_keys
         self.W_a = nn.Linear(d_query, max_keys, bias=False)
 
     def score_prepared(self, query, keys):
@@ -175,6 +221,9 @@ class GeneralAttention(Attention):
 
     def __init__(self, d_query: int, d_key: int):
         super().__init__()
+        _check_size("d_query", d_query)
+        _check_size("d_key", d_key)
+        self.d_query, self.d_key = d_query, d_key
         self.W_a = nn.Parameter(torch.empty(d_query, d_key))
         nn.init.xavier_uniform_(self.W_a)
 

@@ -71,6 +71,24 @@ def _combined_mask(
     return mask
 
 
+def _check_attention_inputs(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor) -> None:
+    if Q.size(-1) != K.size(-1) or K.size(-2) != V.size(-2):
+        raise ValueError(f"Q (..., n_q, d_k), K (..., n_k, d_k) and V (..., n_k, d_v) must share d_k and n_k; "
+                         f"got Q {tuple(Q.shape)}, K {tuple(K.shape)}, V {tuple(V.shape)}")
+
+
+def _check_mask(mask: torch.Tensor | None, scores_shape: torch.Size) -> None:
+    if mask is None:
+        return
+    try:
+        fits = torch.broadcast_shapes(mask.shape, scores_shape) == scores_shape
+    except RuntimeError:
+        fits = False
+    if mask.dtype != torch.bool or not fits:
+        raise ValueError(f"mask must be a bool tensor broadcastable to the scores' shape {tuple(scores_shape)} "
+                         f"(True = may not attend); got {mask.dtype} {tuple(mask.shape)}")
+
+
 def scaled_dot_product_attention(
     Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, mask: torch.Tensor | None = None, dropout: float = 0.0
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -83,8 +101,10 @@ def scaled_dot_product_attention(
     Dividing by √d_k keeps the dot products at unit variance when q and k have unit-variance
     components, so the softmax does not saturate as d_k grows (footnote 4 of the paper).
     """
+    _check_attention_inputs(Q, K, V)
     d_k = Q.size(-1)
     scores = Q @ K.transpose(-2, -1) / math.sqrt(d_k)
+    _check_mask(mask, scores.shape)
     if mask is not None:
         scores = scores.masked_fill(mask, float("-inf"))
     weights = torch.softmax(scores, dim=-1)

@@ -31,6 +31,15 @@ def _as_param(value, like: torch.Tensor) -> torch.Tensor:
     return t.unsqueeze(-1) if t.dim() > 0 else t
 
 
+def _check_memory(memory: torch.Tensor) -> None:
+    if memory.dim() < 2:
+        raise ValueError(f"memory must be (N, M) or (B, N, M), got shape {tuple(memory.shape)}")
+    if memory.numel() == 0:
+        # a weighting over zero rows is not a distribution, and reads would silently return zeros
+        raise ValueError(f"memory is empty (shape {tuple(memory.shape)}): it needs at least one row (N >= 1) "
+                         "of at least one component (M >= 1), and a non-empty batch")
+
+
 def _check_weighting(w: torch.Tensor, name: str) -> None:
     if (w < 0).any():
         raise ValueError(f"{name} has negative entries; a weighting is a distribution over memory rows")
@@ -40,6 +49,7 @@ def _check_weighting(w: torch.Tensor, name: str) -> None:
 
 def cosine_similarity(key: torch.Tensor, memory: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
     """K[u, v] = u·v / (‖u‖ ‖v‖) (eq. 6) between ``key`` (..., M) and each row of ``memory`` (..., N, M) -> (..., N)."""
+    _check_memory(memory)
     if key.shape[-1] != memory.shape[-1]:
         raise ValueError(f"the key has {key.shape[-1]} components but memory rows have {memory.shape[-1]}")
     dots = (memory * key.unsqueeze(-2)).sum(-1)
@@ -88,6 +98,7 @@ def sharpen(w: torch.Tensor, gamma) -> torch.Tensor:
 
 def read(memory: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """r = Σ_i w(i) M(i) (eq. 2): memory (..., N, M), w (..., N) -> (..., M)."""
+    _check_memory(memory)
     if w.shape[-1] != memory.shape[-2]:
         raise ValueError(f"the weighting covers {w.shape[-1]} rows but the memory has {memory.shape[-2]}")
     return (w.unsqueeze(-1) * memory).sum(-2)
@@ -98,6 +109,7 @@ def write(memory: torch.Tensor, w: torch.Tensor, erase: torch.Tensor, add: torch
 
     ``erase`` e ∈ [0, 1]^M and ``add`` a ∈ R^M, shape (..., M). Returns the new memory; the old is kept.
     """
+    _check_memory(memory)
     if w.shape[-1] != memory.shape[-2]:
         raise ValueError(f"the weighting covers {w.shape[-1]} rows but the memory has {memory.shape[-2]}")
     if ((erase < 0) | (erase > 1)).any():
@@ -117,8 +129,7 @@ class Addressing(NamedTuple):
 
 def address(memory, w_prev, key, beta, g, s, gamma, offsets: Sequence[int] = (-1, 0, 1)) -> Addressing:
     """The whole addressing pipeline of figure 2: content -> interpolation -> shift -> sharpening."""
-    if memory.dim() < 2:
-        raise ValueError(f"memory must be (N, M) or (B, N, M), got shape {tuple(memory.shape)}")
+    _check_memory(memory)
     if w_prev.shape[-1] != memory.shape[-2]:
         raise ValueError(f"w_prev covers {w_prev.shape[-1]} rows but the memory has {memory.shape[-2]}")
     _check_weighting(w_prev, "w_prev")

@@ -54,6 +54,11 @@ class Seq2SeqConfig:
         if self.attention is not None and self.attention not in SCORE_FUNCTIONS:
             raise ValueError(f"attention must be None (fixed context) or one of {SCORE_FUNCTIONS}, "
                              f"got {self.attention!r}")
+        smallest = min(self.src_vocab_size, self.tgt_vocab_size)
+        for name in ("pad_id", "bos_id", "eos_id"):
+            if not 0 <= getattr(self, name) < smallest:
+                raise ValueError(f"{name}={getattr(self, name)} is not an id of both vocabularies (sizes "
+                                 f"{self.src_vocab_size} and {self.tgt_vocab_size}); take it from the Vocab")
 
 
 class Encoded(NamedTuple):
@@ -99,14 +104,33 @@ class Seq2Seq(nn.Module):
 
     # -- encoder -------------------------------------------------------------------------------------
     def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> Encoded:
-        """src, src_mask: (batch, S); each row's real tokens come first (right padding)."""
+        """src (batch, S) token ids (long), src_mask (batch, S) bool, True at real tokens; each row's real
+        tokens come first (right padding), as :func:`lmlib.translation.encode_source` builds them."""
         if src.dim() != 2 or src.shape != src_mask.shape:
             raise ValueError(f"src and src_mask must both be (batch, S); got {tuple(src.shape)} and {tuple(src_mask.shape)}")
+        if src.dtype != torch.long:
+            raise ValueError(f"src must hold token ids as a long tensor, got dtype {src.dtype}")
+        if src_mask.dtype != torch.bool:
+            raise ValueError(f"src_mask must be a bool tensor, True at real tokens, got dtype {src_mask.dtype}; "
+                             "build it as src != pad_id (lmlib.translation.encode_source does)")
+        if src.numel() == 0:
+            raise ValueError(f"the source batch is empty (shape {tuple(src.shape)}); give at least one sentence "
+                             "of at least one token")
         lengths = src_mask.sum(1)
         if (lengths == 0).any():
             raise ValueError("a source sentence is empty; every row needs at least one real token (e.g. <eos>)")
+        # the GRU is packed by length, so a mask with a hole would silently read the padding as words
+        prefix = torch.arange(src.shape[1], device=src.device)[None, :] < lengths[:, None]
+        if not torch.equal(prefix, src_mask):
+            rows = (prefix != src_mask).any(1).nonzero().flatten().tolist()[:3]
+            raise ValueError(f"src_mask rows {rows} have padding before a real token; real tokens must come "
+                             "first in each row (right padding)")
         if src.shape[1] > self.config.max_src_len:
             raise ValueError(f"source of {src.shape[1]} tokens exceeds max_src_len={self.config.max_src_len}")
+        low, high = int(src.min()), int(src.max())
+        if low < 0 or high >= self.config.src_vocab_size:
+            raise ValueError(f"src holds ids from {low} to {high}, but the source vocabulary has "
+                             f"{self.config.src_vocab_size} entries; encode it with the Vocab the model was built for")
         emb = self.dropout(self.src_embed(src))
         packed = pack_padded_sequence(emb, lengths.cpu(), batch_first=True, enforce_sorted=False)
         out, last = self.encoder(packed)
@@ -195,6 +219,8 @@ class Hypothesis(NamedTuple):
 def greedy_decode(model, src: torch.Tensor, src_mask: torch.Tensor, max_len: int = 20):
     """ŷ_i = argmax_y p(y | ŷ_<i, x), for a batch. Returns (token lists without <eos>, log-probabilities
     of those sequences including <eos> when it was produced, attention weights (batch, steps, S) or None)."""
+    if max_len < 1:
+        raise ValueError(f"max_len is the number of decoding steps and must be at least 1, got {max_len}")
     bos, eos = model.config.bos_id, model.config.eos_id
     was_training = model.training
     model.eval()
@@ -232,8 +258,10 @@ def beam_search(model, src: torch.Tensor, src_mask: torch.Tensor, beam_size: int
     """
     if src.shape[0] != 1:
         raise ValueError(f"beam_search decodes one sentence at a time; got a batch of {src.shape[0]}")
-    if beam_size < 1 or max_len < 1:
-        raise ValueError(f"beam_size and max_len must be at least 1, got {beam_size} and {max_len}")
+    if beam_size < 1:
+        raise ValueError(f"beam_size is the number of prefixes kept and must be at least 1, got {beam_size}")
+    if max_len < 1:
+        raise ValueError(f"max_len is the number of decoding steps and must be at least 1, got {max_len}")
     bos, eos = model.config.bos_id, model.config.eos_id
     was_training = model.training
     model.eval()

@@ -54,6 +54,8 @@ class TransformerConfig:
     def __post_init__(self):
         if self.src_vocab_size < 2 or self.tgt_vocab_size < 2:
             raise ValueError(f"vocabularies need at least 2 entries, got {self.src_vocab_size}, {self.tgt_vocab_size}")
+        if self.d_model < 1 or self.num_heads < 1:
+            raise ValueError(f"d_model and num_heads must be positive, got {self.d_model} and {self.num_heads}")
         if self.d_model % self.num_heads != 0:
             raise ValueError(f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}")
         if self.d_model % 2 != 0:
@@ -64,6 +66,11 @@ class TransformerConfig:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
         if self.positional not in ("sinusoidal", "learned"):
             raise ValueError(f"positional must be 'sinusoidal' or 'learned', got {self.positional!r}")
+        smallest = min(self.src_vocab_size, self.tgt_vocab_size)
+        for name in ("pad_id", "bos_id", "eos_id"):
+            if not 0 <= getattr(self, name) < smallest:
+                raise ValueError(f"{name}={getattr(self, name)} is not an id of both vocabularies (sizes "
+                                 f"{self.src_vocab_size} and {self.tgt_vocab_size}); take it from the Vocab")
         if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
             raise ValueError("share_embeddings needs one joint vocabulary (equal sizes), got "
                              f"{self.src_vocab_size} and {self.tgt_vocab_size}; build a joint Vocab or set it False")
@@ -213,6 +220,10 @@ class Transformer(nn.Module):
             raise ValueError(f"{name} is empty (shape {tuple(ids.shape)})")
         if ids.size(1) > self.config.max_len:
             raise ValueError(f"{name} has {ids.size(1)} positions, more than max_len={self.config.max_len}")
+        low, high = int(ids.min()), int(ids.max())
+        if low < 0 or high >= vocab_size:
+            raise ValueError(f"{name} holds ids from {low} to {high}, but its vocabulary has {vocab_size} entries "
+                             f"(ids 0..{vocab_size - 1}); encode it with the Vocab the model was built for")
 
     def encode(self, src: torch.Tensor, src_mask: torch.Tensor, need_weights: bool = False):
         """-> memory (batch, S, d_model) and the list of per-layer self-attention weights (empty unless asked)."""

@@ -135,3 +135,58 @@ def test_shape_errors(qkv):
         make_attention("cosine", D, D)
     with pytest.raises(ValueError, match="beta"):
         ContentAttention(0.0)
+
+
+def test_no_keys_is_an_error(qkv):
+    q, k, v = qkv
+    # a softmax over zero keys would hand back an all-zero context as if it were an answer
+    for name in SCORE_FUNCTIONS:
+        att = make_attention(name, D, D, d_attn=6, max_keys=N)
+        with pytest.raises(ValueError, match="no keys to attend to"):
+            att(q, k[:, :0], v[:, :0])
+
+
+def test_mask_rows_must_match_the_queries(qkv):
+    q, k, v = qkv
+    queries = torch.stack([q, -q, 2 * q], dim=1)  # m = 3 queries per example
+    att = make_attention("dot", D, D)
+    keep = torch.tensor([[True, True, False, True, True], [True, False, True, True, True]])
+    # one mask row shared by every query, or one row per query: the same weights
+    shared = att(queries, k, v, keep[:, None])[1]
+    per_query = att(queries, k, v, keep[:, None].expand(B, 3, N))[1]
+    torch.testing.assert_close(shared, per_query)
+    assert (shared[~keep[:, None].expand(B, 3, N)] == 0).all()
+    with pytest.raises(ValueError, match=r"\(batch, m, n\) = \(2, 3, 5\); got \(2, 2, 5\)"):
+        att(queries, k, v, torch.ones(B, 2, N, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"does not broadcast to the scores' shape \(2, 3, 5\)"):
+        masked_softmax(torch.zeros(B, 3, N), torch.ones(B, 2, N, dtype=torch.bool))
+
+
+@pytest.mark.parametrize("name", ["general", "additive"])
+def test_learned_scores_name_the_widths_they_expect(name, qkv):
+    q, k, v = qkv
+    att = make_attention(name, D, D + 2, d_attn=6)
+    with pytest.raises(ValueError, match=f"keys of width d_k={D + 2}, got {D}"):
+        att(q, k, v)
+    with pytest.raises(ValueError, match=f"queries of width d_q={D}, got 3"):
+        att(q[:, :3], torch.randn(B, N, D + 2), v)
+    # the right widths go through, and prepared keys of the wrong length are refused
+    wide_keys = torch.randn(B, N, D + 2)
+    context, _ = att(q, wide_keys, v)
+    assert context.shape == (B, 3)
+    with pytest.raises(ValueError, match="prepared_keys"):
+        att(q, wide_keys, v, prepared_keys=att.prepare_keys(wide_keys[:, :3]))
+
+
+def test_widths_checked_for_the_other_scores(qkv):
+    q, k, v = qkv
+    with pytest.raises(ValueError, match="queries of width d_q=7, got 4"):
+        LocationAttention(7, max_keys=N)(q, k, v)
+    with pytest.raises(ValueError, match="d_q == d_k"):
+        ContentAttention()(q[:, :3], k, v)
+    with pytest.raises(ValueError, match="d_attn must be a positive integer, got 0"):
+        AdditiveAttention(D, D, 0)
+    with pytest.raises(ValueError, match="d_key must be a positive integer"):
+        GeneralAttention(D, 0)
+    with pytest.raises(ValueError, match="max_keys must be a positive integer"):
+        LocationAttention(D, max_keys=0)

@@ -125,8 +125,15 @@ def test_causal_and_padding_masks():
 
 
 def test_clear_errors():
-    with pytest.raises(ValueError, match="not divisible"):
+    with pytest.raises(ValueError, match="d_model=10 is not divisible by num_heads=3"):
         MultiHeadAttention(10, 3)
+    Q, K = torch.randn(2, 3, 4), torch.randn(2, 5, 4)
+    with pytest.raises(ValueError, match=r"scores' shape \(2, 3, 5\).*got torch.bool \(2, 4, 5\)"):
+        scaled_dot_product_attention(Q, K, K, mask=torch.zeros(2, 4, 5, dtype=torch.bool))
+    with pytest.raises(ValueError, match="mask must be a bool tensor"):
+        scaled_dot_product_attention(Q, K, K, mask=torch.zeros(3, 5))
+    with pytest.raises(ValueError, match="must share d_k and n_k"):
+        scaled_dot_product_attention(Q, K, K[:, :4])
     ours, _ = pair()
     q, kv = inputs()
     with pytest.raises(ValueError, match="key_padding_mask must have shape"):

@@ -113,3 +113,20 @@ def test_address_pipeline_and_batch():
         torch.testing.assert_close(batched.sharpened.sum(-1), torch.ones(2))
     with pytest.raises(ValueError, match="w_prev"):
         address(M, torch.tensor([0.5, 0.5]), key, 1.0, 1.0, torch.tensor([0.0, 1.0, 0.0]), 1.0)
+
+
+@pytest.mark.parametrize("which", ["cosine_similarity", "content_weighting", "read", "write", "address"])
+@pytest.mark.parametrize("memory", [torch.zeros(0, 2), torch.zeros(4, 0), torch.zeros(0, 4, 2)],
+                         ids=["no rows", "no components", "empty batch"])
+def test_empty_memory_is_an_error(memory, which):
+    n, m = memory.shape[-2], memory.shape[-1]
+    w, key, vec = torch.full((n,), 1 / max(n, 1)), torch.ones(m), torch.zeros(m)
+    calls = {
+        "cosine_similarity": lambda: cosine_similarity(key, memory),
+        "content_weighting": lambda: content_weighting(memory, key, 1.0),
+        "read": lambda: read(memory, w),
+        "write": lambda: write(memory, w, vec, vec),
+        "address": lambda: address(memory, w, key, 1.0, 1.0, torch.tensor([0.0, 1.0, 0.0]), 1.0),
+    }
+    with pytest.raises(ValueError, match="memory is empty"):
+        calls[which]()

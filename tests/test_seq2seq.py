@@ -1,6 +1,7 @@
 """Encoder-decoder: the encoder against nn.GRU run by hand, the decoder step against its equations,
 teacher forcing against step-by-step decoding, masking, and greedy / beam search on toy models."""
 
+import copy
 import math
 from typing import NamedTuple
 
@@ -105,18 +106,36 @@ def test_loss_ignores_padding():
     torch.testing.assert_close(result.loss, -torch.stack(picked).mean())
 
 
+def ends_early(model, src, mask, max_len):
+    """A copy of ``model`` whose <eos> logit is that of the second word its greedy decoding of row 0
+    produced, plus a little: <eos> now wins wherever that word would have, so row 0 ends within two steps."""
+    tokens, _, _ = greedy_decode(model, src, mask, max_len=max_len)
+    word, eos = tokens[0][1], model.config.eos_id
+    early = copy.deepcopy(model)
+    with torch.no_grad():
+        early.output.weight[eos] = early.output.weight[word]
+        early.output.bias[eos] = early.output.bias[word] + 0.01
+    return early
+
+
 def test_greedy_log_prob_and_beam_one_equals_greedy():
-    model = small_model()
     src, mask = toy_batch()
-    tokens, log_probs, weights = greedy_decode(model, src, mask, max_len=6)
-    assert weights.shape[0] == 2 and weights.shape[2] == 4
-    for b in range(2):
-        one = (src[b:b + 1, : int(mask[b].sum())], mask[b:b + 1, : int(mask[b].sum())])
-        if len(tokens[b]) < 6:  # finished with <eos>: the log-probability covers it
-            assert log_probs[b] == pytest.approx(sequence_log_prob(model, *one, tokens[b]), abs=1e-5)
-        best = beam_search(model, *one, beam_size=1, max_len=6)[0]
-        assert best.tokens == tokens[b]
-        assert best.log_prob == pytest.approx(log_probs[b], abs=1e-5)
+    plain = small_model()
+    ended = {True: 0, False: 0}
+    for model in (plain, ends_early(plain, src, mask, 6)):
+        tokens, log_probs, weights = greedy_decode(model, src, mask, max_len=6)
+        assert weights.shape[0] == 2 and weights.shape[2] == 4
+        for b in range(2):
+            one = (src[b:b + 1, : int(mask[b].sum())], mask[b:b + 1, : int(mask[b].sum())])
+            finished = len(tokens[b]) < 6
+            ended[finished] += 1
+            if finished:  # ended with <eos>: the log-probability covers it
+                assert log_probs[b] == pytest.approx(sequence_log_prob(model, *one, tokens[b]), abs=1e-5)
+            best = beam_search(model, *one, beam_size=1, max_len=6)[0]
+            assert best.tokens == tokens[b]
+            assert best.log_prob == pytest.approx(log_probs[b], abs=1e-5)
+    # both endings were checked: a sentence closed by <eos>, and one cut off at max_len
+    assert ended[True] >= 1 and ended[False] >= 1
 
 
 class ToyState(NamedTuple):
@@ -171,9 +190,12 @@ def test_beam_at_least_as_probable_as_greedy_on_random_toy_models(seed):
     greedy_tokens, greedy_lp, _ = greedy_decode(model, src, mask, max_len=8)
     beam = beam_search(model, src, mask, beam_size=8, max_len=8, alpha=0.0)
     assert beam[0].log_prob >= greedy_lp[0] - 1e-6
-    for hyp in beam:  # every reported score is the model's own probability of that sequence
+    checked = 0
+    for hyp in beam:  # every finished hypothesis' score is the model's own probability of that sequence
         if len(hyp.tokens) < 8:
             assert hyp.log_prob == pytest.approx(sequence_log_prob(model, src, mask, hyp.tokens), abs=1e-4)
+            checked += 1
+    assert checked >= 1, "no hypothesis ended with <eos>, so no score was checked"
 
 
 def test_config_and_input_errors():
@@ -187,3 +209,37 @@ def test_config_and_input_errors():
         model.encode(src, torch.zeros_like(mask))
     with pytest.raises(ValueError, match="one sentence"):
         beam_search(model, src, mask)
+    with pytest.raises(ValueError, match="eos_id=3 is not an id of both vocabularies"):
+        Seq2SeqConfig(3, 5)
+
+
+def test_decoding_lengths_must_be_positive():
+    model = small_model()
+    src, mask = toy_batch()
+    with pytest.raises(ValueError, match="max_len is the number of decoding steps and must be at least 1, got 0"):
+        greedy_decode(model, src, mask, max_len=0)
+    one, one_mask = src[:1], mask[:1]
+    with pytest.raises(ValueError, match="max_len is the number of decoding steps and must be at least 1, got 0"):
+        beam_search(model, one, one_mask, max_len=0)
+    with pytest.raises(ValueError, match="beam_size is the number of prefixes kept and must be at least 1, got 0"):
+        beam_search(model, one, one_mask, beam_size=0)
+
+
+def test_encoder_input_errors():
+    model = small_model()
+    src, mask = toy_batch()
+    with pytest.raises(ValueError, match="src_mask must be a bool tensor, True at real tokens, got dtype torch.float"):
+        model.encode(src, mask.float())
+    with pytest.raises(ValueError, match="src must hold token ids as a long tensor"):
+        model.encode(src.float(), mask)
+    with pytest.raises(ValueError, match=r"the source batch is empty \(shape \(0, 4\)\)"):
+        model.encode(src[:0], mask[:0])
+    with pytest.raises(ValueError, match=r"the source batch is empty \(shape \(2, 0\)\)"):
+        model.encode(src[:, :0], mask[:, :0])
+    # a hole in the mask: the packed GRU would read the padded slot as a word
+    holed = mask.clone()
+    holed[0, 1] = False
+    with pytest.raises(ValueError, match=r"src_mask rows \[0\] have padding before a real token"):
+        model.encode(src, holed)
+    with pytest.raises(ValueError, match="src holds ids from 0 to 11, but the source vocabulary has 11 entries"):
+        model.encode(torch.tensor([[5, 11, 3, 0]]), torch.tensor([[True, True, True, False]]))

@@ -124,15 +124,42 @@ def test_attention_maps_for_bertviz():
         torch.testing.assert_close(m.sum(-1), torch.ones(m.shape[:-1]))
 
 
-def test_embeddings_shared_tied_and_scaled():
+def test_embeddings_shared_and_tied():
     model = small_model(src_vocab_size=13, share_embeddings=True)
     assert model.src_embed is model.tgt_embed and model.generator.weight is model.tgt_embed.weight
     with pytest.raises(ValueError, match="joint vocabulary"):
         TransformerConfig(src_vocab_size=11, tgt_vocab_size=13, share_embeddings=True)
-    # the embedding is multiplied by √d_model before the positional encoding is added
-    x = torch.tensor([[4]])
-    want = model.src_embed(x) * math.sqrt(D) + model.src_pos.pe[:1]
-    torch.testing.assert_close(model.src_pos(model.src_embed(x) * math.sqrt(D)), want)
+
+
+def paper_positional_encoding(positions, d_model):
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(same) (§3.5), one entry at a time."""
+    pe = torch.zeros(positions, d_model)
+    for pos in range(positions):
+        for i in range(d_model // 2):
+            angle = pos / 10000 ** (2 * i / d_model)
+            pe[pos, 2 * i], pe[pos, 2 * i + 1] = math.sin(angle), math.cos(angle)
+    return pe
+
+
+@pytest.mark.parametrize("side", ["encoder", "decoder"])
+def test_first_layer_reads_scaled_embedding_plus_position(side):
+    # what layer 0 actually receives during encode / decode: Embedding(x)·√d_model + PE (§3.4, §3.5)
+    model = small_model()
+    seen = {}
+
+    def record(module, args):
+        seen["input"] = args[0].detach().clone()  # returning None leaves the call's arguments as they were
+
+    layers = model.encoder_layers if side == "encoder" else model.decoder_layers
+    layers[0].register_forward_pre_hook(record)
+    src, tgt = torch.tensor([[4, 7, 5, 3]]), torch.tensor([[2, 9, 12]])
+    mask = torch.ones_like(src, dtype=torch.bool)
+    memory, _ = model.encode(src, mask)
+    ids, table = (src, model.src_embed) if side == "encoder" else (tgt, model.tgt_embed)
+    if side == "decoder":
+        model.decode(tgt, memory, mask)
+    want = table.weight.detach()[ids] * math.sqrt(D) + paper_positional_encoding(ids.size(1), D)
+    torch.testing.assert_close(seen["input"], want, atol=1e-5, rtol=1e-5)
 
 
 def test_clear_errors():
@@ -146,6 +173,32 @@ def test_clear_errors():
         model(src[:, :0], torch.ones(2, 0, dtype=torch.bool), src)
     with pytest.raises(ValueError, match="max_len"):
         model(torch.ones(1, 40, dtype=torch.long), torch.ones(1, 40, dtype=torch.bool), src)
+    with pytest.raises(ValueError, match="src_mask must be a bool tensor"):
+        model(src, torch.ones(2, 5), src)
+    tgt = torch.randint(4, 13, (2, 3))
+    # src_vocab_size=11, tgt_vocab_size=13: id 11 is a target id but not a source id
+    with pytest.raises(ValueError, match=r"src holds ids from 4 to 11, but its vocabulary has 11 entries"):
+        model(torch.tensor([[4, 11, 5], [6, 7, 8]]), torch.ones(2, 3, dtype=torch.bool), tgt)
+    with pytest.raises(ValueError, match=r"tgt_in holds ids from -1 to"):
+        model(src, torch.ones_like(src, dtype=torch.bool), torch.tensor([[2, -1, 5]] * 2))
+    with pytest.raises(ValueError, match=r"tgt_in holds ids from 2 to 13, but its vocabulary has 13 entries"):
+        model(src, torch.ones_like(src, dtype=torch.bool), torch.tensor([[2, 13, 5]] * 2))
+    with pytest.raises(ValueError, match="num_heads must be positive"):
+        TransformerConfig(src_vocab_size=10, tgt_vocab_size=10, num_heads=0)
+    with pytest.raises(ValueError, match="eos_id=3 is not an id of both vocabularies"):
+        TransformerConfig(src_vocab_size=3, tgt_vocab_size=10)
+
+
+def test_multihead_errors_reach_the_model():
+    # d_model % heads and mask shapes are checked once, in MultiHeadAttention; the layers pass them on
+    with pytest.raises(ValueError, match="d_model=18 is not divisible by num_heads=4"):
+        EncoderLayer(18, 4, FF)
+    layer = DecoderLayer(D, H, FF, 0.0)
+    y, memory = torch.randn(2, 3, D), torch.randn(2, 5, D)
+    with pytest.raises(ValueError, match=r"key_padding_mask must have shape \(batch, key_len\) = \(2, 5\), got \(2, 4"):
+        layer(y, memory, torch.zeros(2, 4, dtype=torch.bool))
+    with pytest.raises(ValueError, match="key_padding_mask must be bool"):
+        EncoderLayer(D, H, FF)(memory, torch.zeros(2, 5))
 
 
 def test_noam_schedule_formula():

@@ -39,6 +39,19 @@ def test_tokenize_rules():
         tokenize("x", "de")
 
 
+def test_french_no_break_spaces():
+    # French typography puts a narrow no-break space (U+202F) or a no-break space (U+00A0) before
+    # ! ? : ; and inside « »: they separate tokens like a space and never end up inside one
+    assert tokenize("Cours\u202f!", "fr") == ["cours", "!"]
+    assert tokenize("Tu viens\u202f? Oui\u00a0!", "fr") == ["tu", "viens", "?", "oui", "!"]
+    quote = tokenize("Il a dit\u00a0: «\u00a0J\u2019arrive\u00a0»", "fr")
+    assert quote == ["il", "a", "dit", ":", "«", "j'", "arrive", "»"]
+    # the same on the English side, where a no-break space must not hide a prefix from the filter
+    data = prepare_translation(max_len=6, valid_frac=0.0, test_frac=0.0, prefixes=("i am ",),
+                               pairs=[("I\u00a0am cold.", "J\u2019ai froid\u202f!")])
+    assert data.train == [(["i", "am", "cold", "."], ["j'", "ai", "froid", "!"])]
+
+
 def test_filter_split_and_vocab():
     data = prepare_translation(max_len=6, pairs=PAIRS, valid_frac=0.1, test_frac=0.2, seed=1)
     every = [(s, t) for s, t in data.train] + example_pairs(data.valid) + example_pairs(data.test)
