@@ -1,8 +1,16 @@
-"""Translation metrics: corpus BLEU (Papineni et al. 2002) and chrF (Popović 2015).
+"""Translation metrics: corpus BLEU (Papineni et al. 2002) and chrF as nltk computes it.
 
-Both compare a system's output with human references, and both are *corpus* statistics: a single
-sentence's BLEU is often 0 (no matching 4-gram), so scores are reported over sets of sentences
-(the whole test set, or all sentences of one length bucket).
+Both compare a system's output with human references and are reported over sets of sentences (the
+whole test set, or all sentences of one length bucket), because a single sentence's BLEU is often 0
+(no matching 4-gram). They pool differently:
+
+* BLEU is a corpus statistic: n-gram matches and lengths are summed over all sentences first.
+* chrF here is nltk's ``corpus_chrf``: an F-score is computed per sentence and per n-gram order,
+  and those are averaged. Popović (2015) defines chrF_β from precision and recall averaged over the
+  orders, and sacrebleu's default (the usual source of published chrF) sums the character n-gram
+  counts over the whole corpus, averages precision and recall over the orders, and only then takes
+  F_β (with β = 2, where nltk and this module default to β = 3). The definitions give different
+  numbers on the same outputs: scores from this module compare with nltk's, not with sacrebleu's.
 """
 
 from __future__ import annotations
@@ -65,13 +73,16 @@ def corpus_bleu(hypotheses: Sequence[Tokens], references: Sequence[Sequence[Toke
 
 
 def sentence_chrf(hypothesis: Tokens | str, reference: Tokens | str, max_n: int = 6, beta: float = 3.0) -> float:
-    """chrF_β in [0, 1] of one sentence (Popović 2015), on characters with whitespace removed:
+    """chrF_β in [0, 1] of one sentence as nltk's ``sentence_chrf`` computes it, on characters with
+    whitespace removed:
 
-        chrF_β = (1/N) Σ_{n=1..N} (1 + β²) chrP_n chrR_n / (β² chrP_n + chrR_n),
+        chrF_β = (1/N) Σ_{n=1..N} F_n,    F_n = (1 + β²) chrP_n chrR_n / (β² chrP_n + chrR_n),
 
     chrP_n (chrR_n) the fraction of the hypothesis' (reference's) character n-grams matched in the other
-    side. β = 3 weighs recall 3 times as much as precision. An n-gram order with no match, or where a
-    side is shorter than n, contributes 0. This averages F over n as nltk's ``sentence_chrf`` does.
+    side, counts clipped. β = 3 weighs recall 3 times as much as precision. An n-gram order with no
+    match, or where a side is shorter than n, contributes F_n = 0 (nltk: 1e-16). Note the order of the
+    averages: F per order, then the mean over orders; Popović (2015) averages chrP_n and chrR_n over n
+    first and takes one F_β of the two means.
     """
     if beta <= 0 or max_n < 1:
         raise ValueError(f"beta must be positive and max_n at least 1, got beta={beta}, max_n={max_n}")
@@ -91,8 +102,15 @@ def sentence_chrf(hypothesis: Tokens | str, reference: Tokens | str, max_n: int 
 
 def corpus_chrf(hypotheses: Sequence[Tokens], references: Sequence[Sequence[Tokens]], max_n: int = 6,
                 beta: float = 3.0) -> float:
-    """Mean sentence chrF over the corpus (nltk's macro average). With several references a sentence
-    scores against its best-matching one."""
+    """chrF as computed by nltk's ``corpus_chrf``: the mean of the sentence scores,
+
+        chrF_β = (1/|S|) Σ_{s ∈ S} (1/N) Σ_{n=1..N} F_{s,n},
+
+    F_{s,n} the F_β of sentence s's character n-grams of order n (see :func:`sentence_chrf`). Every
+    sentence weighs the same whatever its length; sacrebleu's corpus chrF sums the n-gram counts over
+    sentences instead and gives different numbers. nltk takes one reference per sentence; with
+    several, a sentence here scores against its best-matching one (with one reference this is exactly
+    nltk's value, up to nltk's 1e-16 for orders without a match)."""
     _check_corpus(hypotheses, references)
     return sum(max(sentence_chrf(h, r, max_n, beta) for r in refs)
                for h, refs in zip(hypotheses, references)) / len(hypotheses)
@@ -100,7 +118,7 @@ def corpus_chrf(hypotheses: Sequence[Tokens], references: Sequence[Sequence[Toke
 
 def scores_by_length(hypotheses: Sequence[Tokens], references: Sequence[Sequence[Tokens]],
                      lengths: Sequence[int], edges: Sequence[int]) -> list[dict]:
-    """Corpus BLEU and chrF within each length bucket: bucket k holds the items with
+    """:func:`corpus_bleu` and :func:`corpus_chrf` within each length bucket: bucket k holds the items with
     edges[k] <= length < edges[k+1]. Returns one dict per non-empty bucket: label, n, bleu, chrf."""
     if not len(hypotheses) == len(references) == len(lengths):
         raise ValueError(f"got {len(hypotheses)} hypotheses, {len(references)} reference lists, {len(lengths)} lengths")

@@ -90,6 +90,22 @@ def test_chrf_matches_nltk(seed):
     assert sentence_chrf(" ".join(HYP2), " ".join(REF2[0])) == pytest.approx(sentence_chrf(HYP2, REF2[0]))
 
 
+def test_chrf_by_hand_is_the_mean_of_sentence_scores():
+    # "ab" against "abc", β = 1, orders 1 and 2:
+    #   n = 1: 2 of 2 hypothesis characters match (P = 1), 2 of 3 reference ones (R = 2/3): F = 0.8
+    #   n = 2: "ab" matches (P = 1), "ab" of "ab", "bc" (R = 1/2):                     F = 2/3
+    assert sentence_chrf("ab", "abc", max_n=2, beta=1.0) == pytest.approx((0.8 + 2 / 3) / 2)
+    # β = 3: F_1 = 10 · (2/3) / (9 + 2/3) = 20/29, F_2 = 10 · (1/2) / (9 + 1/2) = 10/19
+    assert sentence_chrf("ab", "abc", max_n=2) == pytest.approx((20 / 29 + 10 / 19) / 2)
+    # "x" against "y" matches nothing: 0. The corpus score is the mean of the two sentences, 11/30.
+    # Pooled counts (sacrebleu's corpus chrF) would give P = (2/3 + 1/1)/2, R = (2/4 + 1/2)/2, F = 5/8 instead.
+    hyps, refs = [["ab"], ["x"]], [[["abc"]], [["y"]]]
+    assert corpus_chrf(hyps, refs, max_n=2, beta=1.0) == pytest.approx(11 / 30)
+    assert corpus_chrf(hyps, refs, max_n=2, beta=1.0) != pytest.approx(5 / 8)
+    nltk_value = chrf_score.corpus_chrf(["abc", "y"], ["ab", "x"], max_len=2, beta=1.0)
+    assert corpus_chrf(hyps, refs, max_n=2, beta=1.0) == pytest.approx(nltk_value, abs=1e-12)
+
+
 def test_chrf_multi_reference_takes_best():
     hyp = ["il", "est", "grand", "."]
     good, bad = ["il", "est", "grand", "."], ["elle", "part", "."]
