@@ -10,6 +10,7 @@ notebooks that were run before it on this machine.
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -17,6 +18,7 @@ from pathlib import Path
 PUBLISHED = [
     # (model, test perplexity, source)
     ("Kneser-Ney 5-gram", 141.2, "Mikolov et al. 2011, Empirical evaluation and combination of LM techniques"),
+    ("Feed-forward NNLM", 140.2, "Mikolov 2012, PhD thesis, table 4.1 (the comparison of Mikolov et al. 2011)"),
     ("LSTM small, 2x200 (Zaremba)", 114.5, "Zaremba et al. 2014, Recurrent neural network regularization"),
     ("LSTM medium, 2x650, dropout (Zaremba)", 82.7, "Zaremba et al. 2014"),
     ("LSTM large, 2x1500, dropout (Zaremba)", 78.4, "Zaremba et al. 2014"),
@@ -47,11 +49,27 @@ def measured() -> dict[str, dict]:
 
 
 def record(model: str, test_ppl: float, notebook: str, preset: str, seconds: float | None = None) -> None:
-    """Store (or replace) this notebook's measured PTB test perplexity for ``model``."""
+    """Store (or replace) this notebook's measured PTB test perplexity for ``model``.
+
+    Only a finite perplexity above 1 is a result to compare; anything else is refused, not stored.
+    """
+    try:
+        test_ppl = float(test_ppl)
+    except (TypeError, ValueError):
+        raise TypeError(f"test_ppl must be a number, got {test_ppl!r}") from None
+    if math.isnan(test_ppl):
+        raise ValueError(f"the perplexity of {model!r} is NaN: the evaluation went wrong (a NaN loss?), "
+                         "so there is nothing to record; fix the run first")
+    if math.isinf(test_ppl):
+        raise ValueError(f"the perplexity of {model!r} is infinite: some test token got probability 0 (an unsmoothed "
+                         "model) or the loss overflowed; only a finite perplexity can be ranked, so smooth or "
+                         "retrain the model first")
     if not test_ppl > 1:
-        raise ValueError(f"a perplexity is greater than 1, got {test_ppl}")
+        raise ValueError(f"a perplexity is greater than 1 (the exponential of a positive mean negative "
+                         f"log-likelihood), got {test_ppl} for {model!r}; was a loss or a probability passed "
+                         "instead of a perplexity?")
     rows = measured()
-    rows[model] = {"test_ppl": float(test_ppl), "notebook": notebook, "preset": preset, "seconds": seconds}
+    rows[model] = {"test_ppl": test_ppl, "notebook": notebook, "preset": preset, "seconds": seconds}
     path = _path()
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".part")

@@ -73,7 +73,7 @@ class NGramLM:
         smoothing: ``"mle"`` (relative frequencies), ``"add_k"`` (Lidstone; k=1 is Laplace), ``"interp"``
             (Jelinek-Mercer: every order mixed with weight ``lam``), ``"kn"`` (interpolated Kneser-Ney, one
             discount per order) or ``"mkn"`` (modified Kneser-Ney, three discounts per order).
-        k: the pseudo-count of add-k smoothing.
+        k: the pseudo-count of add-k smoothing, > 0 (k = 0 would be the MLE: use ``"mle"``).
         lam: the Jelinek-Mercer weight of the higher order, 0 < lam < 1.
         discount: KN/MKN discounts. ``None`` estimates them from counts of counts (Chen & Goodman 1998);
             a number fixes one discount for every order; a sequence gives one per order (index 0 = unigrams),
@@ -86,8 +86,11 @@ class NGramLM:
         _check_order(order)
         if smoothing not in SMOOTHINGS:
             raise ValueError(f"smoothing must be one of {SMOOTHINGS}, got {smoothing!r}")
-        if not k >= 0:
-            raise ValueError(f"k is a pseudo-count and must be >= 0, got {k}")
+        if not (k >= 0 and math.isfinite(k)):
+            raise ValueError(f"k is a pseudo-count and must be a finite number >= 0, got {k}")
+        if smoothing == "add_k" and k == 0:
+            raise ValueError("add-k smoothing needs k > 0 (k = 0 is the unsmoothed MLE, and an unseen context "
+                             "would get 0/0); use smoothing='mle' for relative frequencies, or a small k such as 0.01")
         if not 0 < lam < 1:
             raise ValueError(f"lam is an interpolation weight and must lie strictly between 0 and 1, got {lam}")
         _pad_length(order, padding)
@@ -386,6 +389,8 @@ class NGramLM:
         self._check_fitted()
         if not temperature > 0:
             raise ValueError(f"temperature must be > 0, got {temperature}")
+        if not isinstance(max_tokens, (int, np.integer)) or max_tokens < 1:
+            raise ValueError(f"max_tokens must be an integer >= 1 (the most words to draw), got {max_tokens!r}")
         rng = np.random.default_rng(seed)
         words = list(context)
         out: list[str] = []

@@ -118,7 +118,8 @@ def window_batches(contexts: torch.Tensor, targets: torch.Tensor, batch_size: in
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
     if contexts.size(0) != targets.size(0):
-        raise ValueError(f"{contexts.size(0)} contexts for {targets.size(0)} targets")
+        raise ValueError(f"contexts and targets must pair up one to one, got {contexts.size(0)} contexts for "
+                         f"{targets.size(0)} targets; build both with ngram_windows")
     order = torch.randperm(len(targets), generator=generator) if generator is not None else torch.arange(len(targets))
     return [(contexts[i], targets[i]) for i in order.split(batch_size)]
 
@@ -135,7 +136,7 @@ def nnlm_loss(model: NNLM, batch) -> torch.Tensor:
 def perplexity(model: NNLM, contexts: torch.Tensor, targets: torch.Tensor, batch_size: int = 4096) -> float:
     """PPL = exp(-(1/N) Σ_t log P(w_t | context_t)) over all N windows (every token of the text)."""
     if targets.numel() == 0:
-        raise ValueError("no windows to evaluate")
+        raise ValueError("no windows to evaluate: targets is empty; build contexts and targets with ngram_windows")
     was_training = model.training
     model.eval()
     total = 0.0

@@ -74,8 +74,10 @@ def keep_probability(freq: torch.Tensor, t: float, formula: str = "word2vec") ->
     ``t = 0`` means no subsampling (keep everything).
     """
     freq = torch.as_tensor(freq, dtype=torch.float64)
-    if (freq <= 0).any() or (freq > 1).any():
-        raise ValueError("relative frequencies must lie in (0, 1]")
+    valid = (freq > 0) & (freq <= 1)  # NaN fails both comparisons, so it is refused too
+    if not valid.all():
+        raise ValueError(f"relative frequencies must lie in (0, 1], got {freq[~valid][:5].tolist()}; divide each word's "
+                         "count by the total number of tokens, and leave out words that never occur")
     if not 0 <= t < 1:
         raise ValueError(f"the threshold t must be in [0, 1), got {t}")
     if formula not in SUBSAMPLING_FORMULAS:
@@ -90,8 +92,9 @@ def keep_probability(freq: torch.Tensor, t: float, formula: str = "word2vec") ->
 def noise_distribution(counts: torch.Tensor, power: float = 0.75) -> torch.Tensor:
     """P_n(w) = count(w)^power / Σ_w' count(w')^power  (2013b: "the unigram distribution raised to 3/4")."""
     counts = torch.as_tensor(counts, dtype=torch.float64)
-    if counts.dim() != 1 or (counts <= 0).any():
-        raise ValueError("counts must be a 1-D tensor of positive word counts")
+    if counts.dim() != 1 or not (counts > 0).all():
+        raise ValueError(f"counts must be a 1-D tensor of positive word counts, got shape {tuple(counts.shape)} with "
+                         f"minimum {counts.min().item() if counts.numel() else 'none'}; leave out words that never occur")
     weights = counts**power
     return weights / weights.sum()
 

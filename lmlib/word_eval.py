@@ -27,6 +27,15 @@ def unit_rows(vectors: torch.Tensor) -> torch.Tensor:
     return vectors / vectors.norm(dim=1, keepdim=True).clamp(min=1e-12)
 
 
+def _check_rows(vectors: torch.Tensor, itos: Sequence[str]) -> None:
+    """Row i of ``vectors`` must be the vector of ``itos[i]``; a count mismatch means the two do not belong together."""
+    if vectors.dim() != 2:
+        raise ValueError(f"vectors must be a (vocab, dim) matrix, got shape {tuple(vectors.shape)}")
+    if vectors.size(0) != len(itos):
+        raise ValueError(f"vectors has {vectors.size(0)} rows but itos has {len(itos)} words; row i must be the "
+                         "vector of itos[i], so pass the vocabulary the vectors were trained with")
+
+
 def _index(stoi: dict[str, int], word: str) -> int:
     if word not in stoi:
         raise ValueError(f"{word!r} is not in the vocabulary; try a more frequent word")
@@ -37,6 +46,7 @@ def nearest_neighbours(vectors: torch.Tensor, itos: Sequence[str], word: str, k:
     """The k words with the highest cosine similarity to ``word`` (itself excluded), with their cosines."""
     if k < 1:
         raise ValueError(f"k must be at least 1, got {k}")
+    _check_rows(vectors, itos)
     stoi = {w: i for i, w in enumerate(itos)}
     unit = unit_rows(vectors)
     sims = unit @ unit[_index(stoi, word)]
@@ -47,6 +57,7 @@ def nearest_neighbours(vectors: torch.Tensor, itos: Sequence[str], word: str, k:
 
 def analogy(vectors: torch.Tensor, itos: Sequence[str], a: str, b: str, c: str, k: int = 5) -> list[tuple[str, float]]:
     """3CosAdd: the k best d for "a is to b as c is to d", d ∉ {a, b, c}, scored by cos(d, b̂ − â + ĉ)."""
+    _check_rows(vectors, itos)
     stoi = {w: i for i, w in enumerate(itos)}
     unit = unit_rows(vectors)
     ia, ib, ic = (_index(stoi, w) for w in (a, b, c))
@@ -73,6 +84,7 @@ def evaluate_analogies(vectors: torch.Tensor, itos: Sequence[str], questions, lo
     questions = list(questions)
     if not questions:
         raise ValueError("no analogy questions given")
+    _check_rows(vectors, itos)
     stoi = {w: i for i, w in enumerate(itos)}
     norm = str.lower if lowercase else str
     rows, kept = [], []
@@ -118,6 +130,7 @@ def evaluate_word_pairs(vectors: torch.Tensor, itos: Sequence[str], pairs, lower
     pairs = list(pairs)
     if not pairs:
         raise ValueError("no word pairs given")
+    _check_rows(vectors, itos)
     stoi = {w: i for i, w in enumerate(itos)}
     norm = str.lower if lowercase else str
     used = [(stoi[norm(p.word1)], stoi[norm(p.word2)], p.score) for p in pairs
@@ -135,8 +148,7 @@ def to_keyed_vectors(vectors: torch.Tensor, itos: Sequence[str]):
     """The same vectors as a gensim ``KeyedVectors`` (for cross-checks and gensim's tools)."""
     from gensim.models import KeyedVectors
 
-    if vectors.size(0) != len(itos):
-        raise ValueError(f"{vectors.size(0)} vectors for {len(itos)} words")
+    _check_rows(vectors, itos)
     kv = KeyedVectors(vector_size=vectors.size(1))
     kv.add_vectors(list(itos), vectors.detach().cpu().numpy())
     return kv

@@ -201,18 +201,46 @@ def test_sampling_is_seeded_and_stops_at_eos():
     assert cold[0] == model.vocab.itos[int(np.argmax(model.next_distribution([])))]
 
 
-@pytest.mark.parametrize("make", [
-    lambda: NGramLM(0), lambda: NGramLM(2.5), lambda: NGramLM(2, "witten_bell"), lambda: NGramLM(2, "add_k", k=-1),
-    lambda: NGramLM(2, "interp", lam=1.0), lambda: NGramLM(2, padding="both"), lambda: NGramLM(2).fit([]),
-    lambda: NGramLM(2).fit([[], []]), lambda: NGramLM(2).fit(["the cat"]), lambda: NGramLM(2).prob("a", ["b"]),
-    lambda: NGramLM(2, "mkn").fit(HAND), lambda: NGramLM(2, "kn", discount=[0.5]).fit(HAND),
-    lambda: NGramLM(2, "kn", discount=1.5).fit(HAND), lambda: NGramLM(2, "kn", discount=0.5).fit(HAND).sample(temperature=0),
-    lambda: NGramLM(2, "kn", discount=0.5).fit(HAND).perplexity([]), lambda: ptb_perplexities([2], ["kn"], ["dev"]),
-    lambda: NGramLM(2).fit([[BOS, "a"]]),
+@pytest.mark.parametrize("make,message", [
+    (lambda: NGramLM(0), "order must be an integer >= 1"), (lambda: NGramLM(2.5), "order must be an integer >= 1"),
+    (lambda: NGramLM(2, "witten_bell"), "smoothing must be one of"),
+    (lambda: NGramLM(2, "add_k", k=-1), "pseudo-count"), (lambda: NGramLM(2, "add_k", k=math.inf), "finite"),
+    (lambda: NGramLM(2, "interp", lam=1.0), "strictly between 0 and 1"),
+    (lambda: NGramLM(2, padding="both"), "padding must be 'single'"),
+    (lambda: NGramLM(2).fit([]), "empty corpus"), (lambda: NGramLM(2).fit([[], []]), "empty corpus"),
+    (lambda: NGramLM(2).fit(["the cat"]), "not a string"), (lambda: NGramLM(2).prob("a", ["b"]), "not fitted"),
+    (lambda: NGramLM(2, "mkn").fit(HAND), "cannot estimate Kneser-Ney discounts"),
+    (lambda: NGramLM(2, "kn", discount=[0.5]).fit(HAND), "discount has 1 entries but the model has 2 orders"),
+    (lambda: NGramLM(2, "kn", discount=1.5).fit(HAND), "0 <= D1 <= 1"),
+    (lambda: NGramLM(2, "kn", discount=0.5).fit(HAND).sample(temperature=0), "temperature must be > 0"),
+    (lambda: NGramLM(2, "kn", discount=0.5).fit(HAND).perplexity([]), "cannot evaluate on an empty corpus"),
+    (lambda: ptb_perplexities([2], ["kn"], ["dev"]), "unknown PTB split 'dev'"),
+    (lambda: NGramLM(2).fit([[BOS, "a"]]), "start symbol"),
 ])
-def test_bad_arguments_raise_value_errors(make):
-    with pytest.raises(ValueError):
+def test_bad_arguments_raise_value_errors(make, message):
+    with pytest.raises(ValueError, match=message):
         make()
+
+
+def test_add_k_with_k_zero_is_refused_and_points_to_mle():
+    # k = 0 would give 0/0 (NaN) for a context never seen in training; MLE is the model that handles it
+    with pytest.raises(ValueError, match=r"add-k smoothing needs k > 0.*smoothing='mle'"):
+        NGramLM(2, "add_k", k=0)
+    with pytest.raises(ValueError, match="needs k > 0"):
+        NGramLM(2, "mle", k=0).fit(HAND).with_settings(smoothing="add_k")
+    mle = NGramLM(2, "mle", k=0).fit(HAND)  # k does not enter the MLE, so k = 0 is accepted there
+    assert mle.prob("b", ["a"]) == pytest.approx(1 / 3)
+    # the unseen context <unk>: MLE backs off to the unigram estimate instead of 0/0
+    assert np.isfinite(mle.next_distribution(["<unk>"])).all()
+    assert mle.prob("a", ["<unk>"]) == pytest.approx(3 / 7)
+
+
+@pytest.mark.parametrize("max_tokens", [0, -2, 2.5])
+def test_sample_refuses_a_useless_max_tokens(max_tokens):
+    model = NGramLM(2, "kn", discount=0.5).fit(HAND)
+    with pytest.raises(ValueError, match="max_tokens must be an integer >= 1"):
+        model.sample(max_tokens=max_tokens)
+    assert len(model.sample(max_tokens=1)) == 1
 
 
 @pytest.fixture(scope="module")
@@ -244,9 +272,9 @@ def test_with_settings_equals_a_fresh_fit(smoothing):
         derived = counted.with_settings(order, smoothing, **options)
         fresh = NGramLM(order, smoothing, **options).fit(TINY)
         np.testing.assert_allclose(derived.token_probabilities(TINY[:3]), fresh.token_probabilities(TINY[:3]), rtol=1e-12)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="fit a new model for order 5"):
         counted.with_settings(5)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="padding='full'"):
         NGramLM(3, padding="full", discount=0.5).fit(TINY).with_settings(2)
 
 

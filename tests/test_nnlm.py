@@ -80,10 +80,14 @@ def test_loss_is_cross_entropy():
     assert nnlm_loss(model, (x, y)).loss.item() == pytest.approx(F.cross_entropy(model(x), y).item())
 
 
-@pytest.mark.parametrize("kwargs", [dict(order=1), dict(vocab_size=1), dict(embed_dim=0), dict(hidden_dim=-3)])
-def test_bad_config_raises(kwargs):
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(order=1), r"order \(n\) must be at least 2"), (dict(vocab_size=1), "vocab_size must be at least 2"),
+    (dict(embed_dim=0), "embed_dim and hidden_dim must be positive, got 0, 2"),
+    (dict(hidden_dim=-3), "embed_dim and hidden_dim must be positive, got 2, -3"),
+])
+def test_bad_config_raises(kwargs, message):
     args = dict(vocab_size=10, order=3, embed_dim=2, hidden_dim=2) | kwargs
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=message):
         NNLMConfig(**args)
 
 
@@ -93,11 +97,13 @@ def test_bad_inputs_raise():
         model(torch.tensor([[1, 2]]))  # an order-4 model needs 3 context words
     with pytest.raises(ValueError, match="integer"):
         model(torch.zeros(2, 3))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="non-empty 1-D stream"):
         ngram_windows([], order=3, pad_id=0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"order \(n\) must be at least 2, got 1"):
         ngram_windows([1, 2, 3], order=1, pad_id=0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="3 contexts for 4 targets"):
         window_batches(torch.zeros(3, 2, dtype=torch.long), torch.zeros(4, dtype=torch.long), 2)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="batch_size must be at least 1"):
+        window_batches(torch.zeros(3, 2, dtype=torch.long), torch.zeros(3, dtype=torch.long), 0)
+    with pytest.raises(ValueError, match="no windows to evaluate"):
         perplexity(model, torch.zeros(0, 3, dtype=torch.long), torch.zeros(0, dtype=torch.long))

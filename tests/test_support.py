@@ -130,3 +130,22 @@ def test_leaderboard_records_measured_rows_beside_published_ones(tmp_path, monke
     assert len(leaderboard.show().data[0].cells.values[0]) == len(rows)
     with pytest.raises(ValueError, match="greater than 1"):
         leaderboard.record("bad", 0.5, "01", "teach")
+
+
+@pytest.mark.parametrize("value,message", [
+    (float("inf"), "infinite"), (float("nan"), "NaN"), (0.0, "greater than 1"), (-3.0, "greater than 1"),
+    (1.0, "greater than 1"), ("a lot", "must be a number"),
+])
+def test_leaderboard_refuses_what_is_not_a_perplexity(tmp_path, monkeypatch, value, message):
+    monkeypatch.setenv("LMLIB_RESULTS_DIR", str(tmp_path))
+    leaderboard.record("fine", 150.0, "01", "teach")
+    with pytest.raises((ValueError, TypeError), match=message):
+        leaderboard.record("bad", value, "01", "teach")
+    assert list(leaderboard.measured()) == ["fine"]  # nothing half-written
+
+
+def test_leaderboard_accepts_numpy_and_torch_scalars(tmp_path, monkeypatch):
+    monkeypatch.setenv("LMLIB_RESULTS_DIR", str(tmp_path))
+    leaderboard.record("numpy", np.float64(150.5), "01", "teach")
+    leaderboard.record("torch", torch.tensor(120.25), "02", "teach")
+    assert {m: r["test_ppl"] for m, r in leaderboard.measured().items()} == {"numpy": 150.5, "torch": 120.25}

@@ -121,10 +121,13 @@ def test_training_groups_words_that_share_contexts():
         assert set(top) <= set(group), (word, top)
 
 
-@pytest.mark.parametrize("kwargs", [dict(window=0), dict(sample=1.0), dict(sample=-0.1), dict(negative=0),
-                                    dict(min_alpha=0.1, alpha=0.01), dict(subsampling="other")])
-def test_bad_config_raises(kwargs):
-    with pytest.raises(ValueError):
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(window=0), "window must be at least 1"), (dict(sample=1.0), r"sample \(the threshold t\) must be in \[0, 1\)"),
+    (dict(sample=-0.1), "got -0.1"), (dict(negative=0), "negative must be at least 1"),
+    (dict(min_alpha=0.1, alpha=0.01), "need 0 < min_alpha <= alpha"), (dict(subsampling="other"), "subsampling must be one of"),
+])
+def test_bad_config_raises(kwargs, message):
+    with pytest.raises(ValueError, match=message):
         Word2VecConfig(**kwargs)
 
 
@@ -133,13 +136,15 @@ def test_bad_inputs_raise():
         train_word2vec([])
     with pytest.raises(ValueError, match="min_count"):
         train_word2vec([["a", "b"]], Word2VecConfig(min_count=5))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"relative frequencies must lie in \(0, 1\]"):
         keep_probability(torch.tensor([0.0, 0.5]), 1e-3)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"got \[nan\]"):  # NaN fails every comparison; it must not slip through
+        keep_probability(torch.tensor([float("nan"), 0.5]), 1e-3)
+    with pytest.raises(ValueError, match="positive word counts"):
         noise_distribution(torch.tensor([3.0, 0.0]))
     with pytest.raises(ValueError, match="shape"):
         sgns_loss(torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(2, 3))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="must be 1-D and the same length"):
         skipgram_pairs(torch.arange(4), torch.zeros(3, dtype=torch.long), 2)
 
 
@@ -234,9 +239,24 @@ def test_evaluation_bad_inputs_raise():
     words, vectors, _ = _structured_vectors()
     with pytest.raises(ValueError, match="not in the vocabulary"):
         nearest_neighbours(vectors, words, "zebra")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="no analogy questions"):
         evaluate_analogies(vectors, words, [])
     with pytest.raises(ValueError, match="at least 3"):
         evaluate_word_pairs(vectors, words, [WordPair("king", "queen", 1.0)])
     with pytest.raises(ValueError, match="matrix"):
         nearest_neighbours(vectors[0], words, "king")
+
+
+def test_vectors_and_vocabulary_of_different_sizes_raise():
+    # a bare IndexError (or, with extra rows, answers that are not words) would hide the mistake
+    words, vectors, questions = _structured_vectors()
+    pairs = [WordPair("king", "queen", 9.0), WordPair("king", "paris", 1.0), WordPair("france", "paris", 5.0)]
+    for bad_vectors, bad_words in [(vectors[:-1], words), (vectors, words[:-1])]:
+        sizes = f"vectors has {bad_vectors.size(0)} rows but itos has {len(bad_words)} words"
+        for call in (lambda: nearest_neighbours(bad_vectors, bad_words, "king"),
+                     lambda: analogy(bad_vectors, bad_words, "france", "paris", "japan"),
+                     lambda: evaluate_analogies(bad_vectors, bad_words, questions),
+                     lambda: evaluate_word_pairs(bad_vectors, bad_words, pairs),
+                     lambda: to_keyed_vectors(bad_vectors, bad_words)):
+            with pytest.raises(ValueError, match=sizes):
+                call()

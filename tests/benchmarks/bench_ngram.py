@@ -38,16 +38,27 @@ def history(sentence, i, order, padding):
     return tuple(([BOS] * pad + list(sentence[:i]))[-(order - 1):])
 
 
+class PredictedTypes(Vocabulary):
+    """nltk's Vocabulary, except that len() is a given number of types: the V that Lidstone divides by."""
+
+    def __init__(self, *args, size: int, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.size = size
+
+    def __len__(self) -> int:
+        return self.size
+
+
 def run_nltk(cls, kwargs, order, padding, train, valid):
     start = time.perf_counter()
     # PTB's own "<unk>" is nltk's unknown label, and "<s>" is made a known word so that nltk does not read it
     # as "<unk>" in contexts. nltk's Vocabulary then counts both "<s>" (never predicted) and, a second time,
-    # its unknown label (it appears in the text) in len(vocab); setting the length back to the number of
-    # predicted types gives Lidstone the same V as lmlib (without it, V is 2 larger).
-    vocab = Vocabulary([t for s in train for t in s] + [BOS], unk_cutoff=1, unk_label="<unk>")
+    # its unknown label (it appears in the text) in len(vocab); giving it the number of predicted types as its
+    # length gives Lidstone the same V as lmlib (without it, V is 2 larger).
+    words = [t for s in train for t in s] + [BOS]
     types = len({t for s in train for t in s} | {"<unk>"})
-    assert len(vocab) == types + 2, (len(vocab), types)
-    vocab._len = types
+    vocab = PredictedTypes(words, unk_cutoff=1, unk_label="<unk>", size=types)
+    assert Vocabulary.__len__(vocab) == types + 2, (Vocabulary.__len__(vocab), types)
     lm = cls(order=order, vocabulary=vocab, **kwargs)
     lm.fit([ngrams(s, order, padding) for s in train])
     fitted = time.perf_counter()
