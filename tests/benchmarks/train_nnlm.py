@@ -1,0 +1,113 @@
+"""Train notebook 02's `full` NNLM preset on PTB and write tests/benchmarks/results/nnlm.json.
+
+The model of Bengio et al. (2003) with the settings of notebook 02's `full` preset: order n = 5, m = 60
+features per word, h = 100 tanh units, direct connections W on, batches of 256 shuffled windows, Adam at
+lr 1e-3, 5 epochs. Validation (every epoch) and test score every token of their split once, with the first
+n-1 contexts padded by <eos> (lmlib.nnlm.ngram_windows), so the perplexities compare with notebook 01's.
+
+    LMLIB_DATA_DIR=... nice -n 5 .venv/bin/python tests/benchmarks/train_nnlm.py --threads 1
+    ... --max-batches 100 --epochs 1 --out /tmp/probe.json      # time a hundred batches first
+
+The JSON is rewritten and a resumable checkpoint saved after every epoch, so an interrupted run leaves its
+per-epoch numbers behind and ``--resume`` continues it from the last finished epoch with the same next step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import time
+from pathlib import Path
+
+import torch
+
+from lmlib import Trainer, Vocab, seed_everything
+from lmlib.callbacks import Checkpoint, MaxSteps
+from lmlib.data import load_ptb
+from lmlib.nnlm import NNLM, NNLMConfig, ngram_windows, nnlm_loss, perplexity, window_batches
+from lmlib.trainer import Callback
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--epochs", type=int, default=5, help="notebook 02's full preset trains 5")
+    ap.add_argument("--max-batches", type=int, default=None, help="stop after this many training batches (timing probe)")
+    ap.add_argument("--out", type=Path, default=RESULTS / "nnlm.json")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--checkpoint", type=Path, default=Path("data") / "nnlm.ckpt",
+                    help="resumable checkpoint written after every epoch (data/ is git-ignored)")
+    ap.add_argument("--resume", action="store_true", help="continue from --checkpoint and the JSON at --out")
+    args = ap.parse_args()
+
+    torch.set_num_threads(args.threads)
+    seed_everything(args.seed)
+    train, valid, test = (load_ptb(split) for split in ("train", "valid", "test"))
+    vocab = Vocab((tok for line in train for tok in line), unk="<unk>")
+    eos = vocab["<eos>"]
+
+    def windows(split, order):
+        return ngram_windows(vocab.encode(tok for line in split for tok in line), order, pad_id=eos)
+
+    config = NNLMConfig(len(vocab), order=5, embed_dim=60, hidden_dim=100, direct=True)
+    batch_size, lr = 256, 1e-3
+    train_x, train_y = windows(train, config.order)
+    valid_x, valid_y = windows(valid, config.order)
+    test_x, test_y = windows(test, config.order)
+    model = NNLM(config)
+    result = {
+        "model": "NNLM (Bengio et al. 2003), 5-gram window, direct connections (notebook 02 'full' preset)",
+        "config": vars(config) | {"parameters": sum(p.numel() for p in model.parameters())},
+        "settings": {"batch_size": batch_size, "optimizer": "Adam", "lr": lr, "epochs": args.epochs, "seed": args.seed},
+        "threads": args.threads, "torch": torch.__version__,
+        "machine": f"{platform.machine()}, {os.cpu_count()} logical CPUs (shared)",
+        "load_average_at_start": os.getloadavg()[0],
+        "steps_per_epoch": math.ceil(len(train_y) / batch_size),
+        "tokens": {"train": len(train_y), "valid": len(valid_y), "test": len(test_y)},
+        "epochs": [], "finished": False,
+    }
+
+    def write() -> None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = args.out.with_suffix(".part")
+        tmp.write_text(json.dumps(result, indent=1))
+        os.replace(tmp, args.out)
+
+    class Report(Callback):
+        def on_epoch_end(self, trainer, logs):
+            result["epochs"].append({k: logs[k] for k in ("epoch", "train_loss", "valid_ppl", "seconds")}
+                                    | {"train_ppl": math.exp(logs["train_loss"]), "batches": trainer.step,
+                                       "load_average": os.getloadavg()[0]})
+            print(json.dumps(result["epochs"][-1]), flush=True)
+            write()
+
+    callbacks = [Report(), Checkpoint(args.checkpoint)]
+    if args.max_batches:
+        callbacks.append(MaxSteps(args.max_batches))
+    trainer = Trainer(model, torch.optim.Adam(model.parameters(), lr=lr), nnlm_loss, callbacks, device="cpu")
+    if args.resume:
+        trainer.load_checkpoint(args.checkpoint)
+        result["epochs"] = json.loads(args.out.read_text())["epochs"][: trainer.epoch]
+        print(f"resumed after epoch {trainer.epoch} (step {trainer.step})", flush=True)
+    if trainer.epoch < args.epochs:
+        # The shuffle is seeded by the epoch number, as in notebook 02, so a resumed run sees the same batches.
+        trainer.fit(lambda epoch: window_batches(train_x, train_y, batch_size, torch.Generator().manual_seed(epoch)),
+                    epochs=args.epochs - trainer.epoch, valid=lambda epoch: window_batches(valid_x, valid_y, 4096))
+    start = time.perf_counter()
+    test_ppl = perplexity(model, test_x, test_y)
+    # Training time is the sum of the epochs (each includes its validation pass), so a resumed run counts the same.
+    seconds = sum(e["seconds"] for e in result["epochs"]) + time.perf_counter() - start
+    result.update(test_ppl=test_ppl, valid_ppl=result["epochs"][-1]["valid_ppl"], seconds=seconds,
+                  load_average_at_end=os.getloadavg()[0],
+                  finished=not args.max_batches and len(result["epochs"]) == args.epochs)
+    write()
+    print(f"test perplexity {test_ppl:.2f} after {seconds:.0f} s on {args.threads} thread(s)")
+
+
+if __name__ == "__main__":
+    main()
