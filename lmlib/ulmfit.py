@@ -47,7 +47,7 @@ PAD, UNK, EOS = "<pad>", "<unk>", "<eos>"
 # The checkpoint shipped in lmlib/pretrained/ (written by `python -m lmlib.ulmfit pretrain`).
 PRETRAIN_CONFIG = dict(emb_size=200, hidden_size=256, n_layers=3,
                        embed_p=0.0, input_p=0.05, hidden_p=0.05, weight_p=0.05, output_p=0.05)
-PRETRAIN_RECIPE = dict(seed=0, batch_size=32, bptt=70, steps=200, eta_max=4e-3, cut_frac=0.1, ratio=32.0,
+PRETRAIN_RECIPE = dict(seed=0, batch_size=32, bptt=70, steps=3000, eta_max=4e-3, cut_frac=0.1, ratio=32.0,
                        clip=0.5, betas=(0.8, 0.99))
 
 
@@ -405,11 +405,16 @@ def sst2_data(min_train_tokens: int = 8):
     return [t for t, _ in kept], [y for _, y in kept], [tokenize(t) for t in dev.texts], list(dev.labels)
 
 
-def drop_overlap(texts: Sequence[Sequence[str]], held_out: Sequence[Sequence[str]]) -> list[Sequence[str]]:
-    """``texts`` minus any whose letters equal a held-out text's letters (SST is built from the same
-    Rotten Tomatoes snippets as rt-polarity, so LM fine-tuning text must not contain the evaluation text)."""
+def overlap_free_indices(texts: Sequence[Sequence[str]], held_out: Sequence[Sequence[str]]) -> list[int]:
+    """Indices of the ``texts`` whose letters equal no held-out text's letters (SST is built from the same
+    Rotten Tomatoes snippets as rt-polarity, so text trained on must not contain the evaluation text)."""
     banned = {_letters(" ".join(t)) for t in held_out}
-    return [t for t in texts if _letters(" ".join(t)) not in banned]
+    return [i for i, t in enumerate(texts) if _letters(" ".join(t)) not in banned]
+
+
+def drop_overlap(texts: Sequence[Sequence[str]], held_out: Sequence[Sequence[str]]) -> list[Sequence[str]]:
+    """``texts`` minus any that also appear in ``held_out`` (see :func:`overlap_free_indices`)."""
+    return [texts[i] for i in overlap_free_indices(texts, held_out)]
 
 
 def sample_balanced(texts: Sequence, labels: Sequence[int], n: int, seed: int = 0) -> tuple[list, list[int]]:

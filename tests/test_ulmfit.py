@@ -165,3 +165,25 @@ def test_shipped_checkpoint_loads_and_is_small():
     lm, vocab = load_pretrained()
     assert len(vocab) == lm.cfg.vocab_size == 10001 and vocab.itos[0] == "<pad>"
     assert report["sha256"]["awd_lstm_ptb.safetensors"] == sha256_of(PRETRAINED_DIR / "awd_lstm_ptb.safetensors")
+
+
+def test_overlap_is_matched_on_letters_so_tokenization_and_case_do_not_hide_it():
+    from lmlib.ulmfit import drop_overlap, overlap_free_indices
+
+    train = [["a", "fine", "film", "."], ["dull", "!"], ["it's", "good"], ["new", "one"]]
+    held_out = [["A", "fine", "film"], ["it", "'s", "good", "."]]
+    assert overlap_free_indices(train, held_out) == [1, 3]
+    assert drop_overlap(train, held_out) == [["dull", "!"], ["new", "one"]]
+
+
+def test_shipped_checkpoint_was_made_by_the_recipe_in_the_code_and_its_readme_tells_the_truth():
+    from lmlib.ulmfit import PRETRAIN_CONFIG, PRETRAIN_RECIPE, PRETRAINED_DIR
+
+    report = json.loads((PRETRAINED_DIR / "pretrain.json").read_text())
+    recipe = {k: tuple(v) if isinstance(v, list) else v for k, v in report["recipe"].items()}
+    assert recipe == PRETRAIN_RECIPE, "the checkpoint was trained with another recipe: rerun `python -m lmlib.ulmfit pretrain`"
+    assert {k: report["config"][k] for k in PRETRAIN_CONFIG} == PRETRAIN_CONFIG
+    readme = (PRETRAINED_DIR / "README.md").read_text()
+    for sha in report["sha256"].values():
+        assert sha in readme
+    assert f"{report['valid_ppl']:.1f}" in readme and f"{report['test_ppl']:.1f}" in readme
