@@ -38,6 +38,14 @@ import torch
 from torch import nn
 
 
+def broadcasts_to(shape: torch.Size, target: torch.Size) -> bool:
+    """Whether a tensor of ``shape`` broadcasts to exactly ``target`` (a mask must not enlarge the scores)."""
+    try:
+        return torch.broadcast_shapes(shape, target) == target
+    except RuntimeError:
+        return False
+
+
 def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     """α_j = exp(e_j) / Σ_{k real} exp(e_k) over the last axis, with exactly 0 where ``mask`` is False.
 
@@ -47,11 +55,7 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Ten
         return torch.softmax(scores, dim=-1)
     if mask.dtype != torch.bool:
         raise ValueError(f"mask must be a bool tensor (True = real position), got dtype {mask.dtype}")
-    try:
-        broadcast = torch.broadcast_shapes(mask.shape, scores.shape)
-    except RuntimeError:
-        broadcast = None
-    if broadcast != scores.shape:
+    if not broadcasts_to(mask.shape, scores.shape):
         raise ValueError(f"mask of shape {tuple(mask.shape)} does not broadcast to the scores' shape "
                          f"{tuple(scores.shape)}; give it the scores' shape, or size 1 along the axes it shares")
     mask = mask.expand_as(scores)

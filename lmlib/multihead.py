@@ -20,6 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .attention import broadcasts_to
+
 
 def causal_mask(size: int, device: torch.device | str | None = None) -> torch.Tensor:
     """``(size, size)`` bool mask, True above the diagonal: position t may attend to positions ≤ t only.
@@ -80,11 +82,7 @@ def _check_attention_inputs(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor) -
 def _check_mask(mask: torch.Tensor | None, scores_shape: torch.Size) -> None:
     if mask is None:
         return
-    try:
-        fits = torch.broadcast_shapes(mask.shape, scores_shape) == scores_shape
-    except RuntimeError:
-        fits = False
-    if mask.dtype != torch.bool or not fits:
+    if mask.dtype != torch.bool or not broadcasts_to(mask.shape, scores_shape):
         raise ValueError(f"mask must be a bool tensor broadcastable to the scores' shape {tuple(scores_shape)} "
                          f"(True = may not attend); got {mask.dtype} {tuple(mask.shape)}")
 

@@ -31,6 +31,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from .attention import SCORE_FUNCTIONS, make_attention
 from .trainer import BatchResult
+from .vocab import check_ids_in_range, check_special_ids
 
 
 @dataclass
@@ -54,11 +55,7 @@ class Seq2SeqConfig:
         if self.attention is not None and self.attention not in SCORE_FUNCTIONS:
             raise ValueError(f"attention must be None (fixed context) or one of {SCORE_FUNCTIONS}, "
                              f"got {self.attention!r}")
-        smallest = min(self.src_vocab_size, self.tgt_vocab_size)
-        for name in ("pad_id", "bos_id", "eos_id"):
-            if not 0 <= getattr(self, name) < smallest:
-                raise ValueError(f"{name}={getattr(self, name)} is not an id of both vocabularies (sizes "
-                                 f"{self.src_vocab_size} and {self.tgt_vocab_size}); take it from the Vocab")
+        check_special_ids(self, self.src_vocab_size, self.tgt_vocab_size)
 
 
 class Encoded(NamedTuple):
@@ -127,10 +124,7 @@ class Seq2Seq(nn.Module):
                              "first in each row (right padding)")
         if src.shape[1] > self.config.max_src_len:
             raise ValueError(f"source of {src.shape[1]} tokens exceeds max_src_len={self.config.max_src_len}")
-        low, high = int(src.min()), int(src.max())
-        if low < 0 or high >= self.config.src_vocab_size:
-            raise ValueError(f"src holds ids from {low} to {high}, but the source vocabulary has "
-                             f"{self.config.src_vocab_size} entries; encode it with the Vocab the model was built for")
+        check_ids_in_range(src, self.config.src_vocab_size, "src", "the source vocabulary")
         emb = self.dropout(self.src_embed(src))
         packed = pack_padded_sequence(emb, lengths.cpu(), batch_first=True, enforce_sorted=False)
         out, last = self.encoder(packed)

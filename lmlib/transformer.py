@@ -28,6 +28,7 @@ from torch import nn
 from .multihead import MultiHeadAttention, causal_mask
 from .positional import LearnedPositionalEncoding, SinusoidalPositionalEncoding
 from .trainer import BatchResult
+from .vocab import check_ids_in_range, check_special_ids
 
 
 @dataclass
@@ -66,11 +67,7 @@ class TransformerConfig:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
         if self.positional not in ("sinusoidal", "learned"):
             raise ValueError(f"positional must be 'sinusoidal' or 'learned', got {self.positional!r}")
-        smallest = min(self.src_vocab_size, self.tgt_vocab_size)
-        for name in ("pad_id", "bos_id", "eos_id"):
-            if not 0 <= getattr(self, name) < smallest:
-                raise ValueError(f"{name}={getattr(self, name)} is not an id of both vocabularies (sizes "
-                                 f"{self.src_vocab_size} and {self.tgt_vocab_size}); take it from the Vocab")
+        check_special_ids(self, self.src_vocab_size, self.tgt_vocab_size)
         if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
             raise ValueError("share_embeddings needs one joint vocabulary (equal sizes), got "
                              f"{self.src_vocab_size} and {self.tgt_vocab_size}; build a joint Vocab or set it False")
@@ -220,10 +217,7 @@ class Transformer(nn.Module):
             raise ValueError(f"{name} is empty (shape {tuple(ids.shape)})")
         if ids.size(1) > self.config.max_len:
             raise ValueError(f"{name} has {ids.size(1)} positions, more than max_len={self.config.max_len}")
-        low, high = int(ids.min()), int(ids.max())
-        if low < 0 or high >= vocab_size:
-            raise ValueError(f"{name} holds ids from {low} to {high}, but its vocabulary has {vocab_size} entries "
-                             f"(ids 0..{vocab_size - 1}); encode it with the Vocab the model was built for")
+        check_ids_in_range(ids, vocab_size, name)
 
     def encode(self, src: torch.Tensor, src_mask: torch.Tensor, need_weights: bool = False):
         """-> memory (batch, S, d_model) and the list of per-layer self-attention weights (empty unless asked)."""

@@ -11,6 +11,7 @@ import json
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 
 class Vocab:
@@ -104,3 +105,22 @@ class Vocab:
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Vocab) and self.itos == other.itos and self.unk == other.unk
+
+
+def check_ids_in_range(ids: Any, vocab_size: int, name: str, vocabulary: str = "its vocabulary") -> None:
+    """Refuse a tensor of token ids with any id outside [0, vocab_size): an embedding lookup would fail
+    with an index error that does not say which input or which vocabulary was wrong."""
+    low, high = int(ids.min()), int(ids.max())
+    if low < 0 or high >= vocab_size:
+        raise ValueError(f"{name} holds ids from {low} to {high}, but {vocabulary} has {vocab_size} entries "
+                         f"(ids 0..{vocab_size - 1}); encode it with the Vocab the model was built for")
+
+
+def check_special_ids(config: Any, src_vocab_size: int, tgt_vocab_size: int,
+                      names: tuple[str, ...] = ("pad_id", "bos_id", "eos_id")) -> None:
+    """A translation model shares its special ids between source and target: each must exist in both."""
+    smallest = min(src_vocab_size, tgt_vocab_size)
+    for name in names:
+        if not 0 <= getattr(config, name) < smallest:
+            raise ValueError(f"{name}={getattr(config, name)} is not an id of both vocabularies (sizes "
+                             f"{src_vocab_size} and {tgt_vocab_size}); take it from the Vocab")
