@@ -412,11 +412,6 @@ def overlap_free_indices(texts: Sequence[Sequence[str]], held_out: Sequence[Sequ
     return [i for i, t in enumerate(texts) if _letters(" ".join(t)) not in banned]
 
 
-def drop_overlap(texts: Sequence[Sequence[str]], held_out: Sequence[Sequence[str]]) -> list[Sequence[str]]:
-    """``texts`` minus any that also appear in ``held_out`` (see :func:`overlap_free_indices`)."""
-    return [texts[i] for i in overlap_free_indices(texts, held_out)]
-
-
 def sample_balanced(texts: Sequence, labels: Sequence[int], n: int, seed: int = 0) -> tuple[list, list[int]]:
     """``n`` labelled examples drawn without replacement (seeded), half from each class."""
     g = torch.Generator().manual_seed(seed)
