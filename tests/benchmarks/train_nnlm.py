@@ -14,36 +14,22 @@ per-epoch numbers behind and ``--resume`` continues it from the last finished ep
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
 import os
 import platform
 import time
-from pathlib import Path
 
 import torch
+from long_run import EpochReport, command_line
 
 from lmlib import Trainer, Vocab, seed_everything
 from lmlib.callbacks import Checkpoint, MaxSteps
 from lmlib.data import load_ptb
 from lmlib.nnlm import NNLM, NNLMConfig, ngram_windows, nnlm_loss, perplexity, window_batches
-from lmlib.trainer import Callback
-
-RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--epochs", type=int, default=5, help="notebook 02's full preset trains 5")
-    ap.add_argument("--max-batches", type=int, default=None, help="stop after this many training batches (timing probe)")
-    ap.add_argument("--out", type=Path, default=RESULTS / "nnlm.json")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--checkpoint", type=Path, default=Path("data") / "nnlm.ckpt",
-                    help="resumable checkpoint written after every epoch (data/ is git-ignored)")
-    ap.add_argument("--resume", action="store_true", help="continue from --checkpoint and the JSON at --out")
-    args = ap.parse_args()
+    args = command_line(__doc__.splitlines()[0], "nnlm", 5, "notebook 02's full preset trains 5")
 
     torch.set_num_threads(args.threads)
     seed_everything(args.seed)
@@ -72,41 +58,26 @@ def main() -> None:
         "epochs": [], "finished": False,
     }
 
-    def write() -> None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = args.out.with_suffix(".part")
-        tmp.write_text(json.dumps(result, indent=1))
-        os.replace(tmp, args.out)
+    def row(trainer, logs):
+        return ({k: logs[k] for k in ("epoch", "train_loss", "valid_ppl", "seconds")}
+                | {"train_ppl": math.exp(logs["train_loss"]), "batches": trainer.step, "load_average": os.getloadavg()[0]})
 
-    class Report(Callback):
-        def on_epoch_end(self, trainer, logs):
-            result["epochs"].append({k: logs[k] for k in ("epoch", "train_loss", "valid_ppl", "seconds")}
-                                    | {"train_ppl": math.exp(logs["train_loss"]), "batches": trainer.step,
-                                       "load_average": os.getloadavg()[0]})
-            print(json.dumps(result["epochs"][-1]), flush=True)
-            write()
-
-    callbacks = [Report(), Checkpoint(args.checkpoint)]
+    report = EpochReport(result, args.out, row)
+    callbacks = [report, Checkpoint(args.checkpoint)]
     if args.max_batches:
         callbacks.append(MaxSteps(args.max_batches))
     trainer = Trainer(model, torch.optim.Adam(model.parameters(), lr=lr), nnlm_loss, callbacks, device="cpu")
     if args.resume:
-        trainer.load_checkpoint(args.checkpoint)
-        result["epochs"] = json.loads(args.out.read_text())["epochs"][: trainer.epoch]
-        print(f"resumed after epoch {trainer.epoch} (step {trainer.step})", flush=True)
+        report.resume(trainer, args.checkpoint)
     if trainer.epoch < args.epochs:
         # The shuffle is seeded by the epoch number, as in notebook 02, so a resumed run sees the same batches.
         trainer.fit(lambda epoch: window_batches(train_x, train_y, batch_size, torch.Generator().manual_seed(epoch)),
                     epochs=args.epochs - trainer.epoch, valid=lambda epoch: window_batches(valid_x, valid_y, 4096))
     start = time.perf_counter()
     test_ppl = perplexity(model, test_x, test_y)
-    # Training time is the sum of the epochs (each includes its validation pass), so a resumed run counts the same.
-    seconds = sum(e["seconds"] for e in result["epochs"]) + time.perf_counter() - start
-    result.update(test_ppl=test_ppl, valid_ppl=result["epochs"][-1]["valid_ppl"], seconds=seconds,
-                  load_average_at_end=os.getloadavg()[0],
-                  finished=not args.max_batches and len(result["epochs"]) == args.epochs)
-    write()
-    print(f"test perplexity {test_ppl:.2f} after {seconds:.0f} s on {args.threads} thread(s)")
+    report.finish(test_ppl, time.perf_counter() - start, args.epochs, bool(args.max_batches),
+                  load_average_at_end=os.getloadavg()[0])
+    print(f"test perplexity {test_ppl:.2f} after {result['seconds']:.0f} s on {args.threads} thread(s)")
 
 
 if __name__ == "__main__":

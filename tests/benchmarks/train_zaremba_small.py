@@ -14,15 +14,13 @@ per-epoch numbers behind and ``--resume`` continues it from the last finished ep
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
 import os
 import platform
 import time
-from pathlib import Path
 
 import torch
+from long_run import EpochReport, command_line
 
 from lmlib import Trainer, Vocab, seed_everything
 from lmlib.batching import batchify, bptt_batches
@@ -30,22 +28,10 @@ from lmlib.callbacks import Checkpoint, GradientClipping, LRSchedule, MaxSteps
 from lmlib.data import load_ptb
 from lmlib.objectives import StatefulLMLoss
 from lmlib.rnn_lm import RNNLM, zaremba_lr_factor, zaremba_small
-from lmlib.trainer import Callback
-
-RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--epochs", type=int, default=None, help="default: the paper's 13")
-    ap.add_argument("--max-batches", type=int, default=None, help="stop after this many training batches (timing probe)")
-    ap.add_argument("--out", type=Path, default=RESULTS / "zaremba_small.json")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--checkpoint", type=Path, default=Path("data") / "zaremba_small.ckpt",
-                    help="resumable checkpoint written after every epoch (data/ is git-ignored)")
-    ap.add_argument("--resume", action="store_true", help="continue from --checkpoint and the JSON at --out")
-    args = ap.parse_args()
+    args = command_line(__doc__.splitlines()[0], "zaremba_small", None, "default: the paper's 13")
 
     torch.set_num_threads(args.threads)
     seed_everything(args.seed)
@@ -67,39 +53,25 @@ def main() -> None:
         "epochs": [], "finished": False,
     }
 
-    def write() -> None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = args.out.with_suffix(".part")
-        tmp.write_text(json.dumps(result, indent=1))
-        os.replace(tmp, args.out)
+    def row(trainer, logs):
+        return ({k: logs[k] for k in ("epoch", "lr", "train_loss", "valid_ppl", "seconds")}
+                | {"train_ppl": math.exp(logs["train_loss"]), "batches": len(trainer.batch_losses)})
 
-    class Report(Callback):
-        def on_epoch_end(self, trainer, logs):
-            result["epochs"].append({k: logs[k] for k in ("epoch", "lr", "train_loss", "valid_ppl", "seconds")}
-                                    | {"train_ppl": math.exp(logs["train_loss"]), "batches": len(trainer.batch_losses)})
-            print(json.dumps(result["epochs"][-1]), flush=True)
-            write()
-
+    report = EpochReport(result, args.out, row)
     callbacks = [LRSchedule(lambda step: zaremba_lr_factor(step // steps_per_epoch + 1, settings.max_epoch, settings.decay)),
-                 GradientClipping(settings.mean_clip), Report(), Checkpoint(args.checkpoint)]
+                 GradientClipping(settings.mean_clip), report, Checkpoint(args.checkpoint)]
     if args.max_batches:
         callbacks.append(MaxSteps(args.max_batches))
     optimizer = torch.optim.SGD(model.parameters(), lr=settings.mean_lr)
     trainer = Trainer(model, optimizer, StatefulLMLoss(), callbacks, device="cpu")
     if args.resume:
-        trainer.load_checkpoint(args.checkpoint)
-        result["epochs"] = json.loads(args.out.read_text())["epochs"][: trainer.epoch]
-        print(f"resumed after epoch {trainer.epoch} (step {trainer.step})", flush=True)
+        report.resume(trainer, args.checkpoint)
     if trainer.epoch < epochs:
         trainer.fit(lambda epoch: bptt_batches(train, settings.bptt), epochs=epochs - trainer.epoch,
                     valid=lambda epoch: bptt_batches(valid, 200))
     start = time.perf_counter()
     test_result = trainer.evaluate(lambda epoch: bptt_batches(test, 200))
-    # Training time is the sum of the epochs (each includes its validation pass), so a resumed run counts the same.
-    seconds = sum(e["seconds"] for e in result["epochs"]) + time.perf_counter() - start
-    result.update(test_ppl=test_result.perplexity, valid_ppl=result["epochs"][-1]["valid_ppl"],
-                  seconds=seconds, finished=not args.max_batches and len(result["epochs"]) == epochs)
-    write()
+    report.finish(test_result.perplexity, time.perf_counter() - start, epochs, bool(args.max_batches))
     print(f"test perplexity {test_result.perplexity:.2f} after {result['seconds']:.0f} s on {args.threads} thread(s)")
 
 
