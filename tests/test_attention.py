@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from lmlib.attention import (
+from lmlib.models.attention import (
     SCORE_FUNCTIONS,
     AdditiveAttention,
     ContentAttention,

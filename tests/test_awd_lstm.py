@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from lmlib.awd_lstm import (
+from lmlib.models.awd_lstm import (
     AWDLSTMConfig,
     AWDLSTMEncoder,
     AWDLSTMLanguageModel,
@@ -15,9 +15,9 @@ from lmlib.awd_lstm import (
     tar_regularizer,
     temporal_activation_penalty,
 )
-from lmlib.batching import batchify, bptt_batches
-from lmlib.objectives import StatefulLMLoss
-from lmlib.trainer import Trainer
+from lmlib.text.batching import batchify, bptt_batches
+from lmlib.training.objectives import StatefulLMLoss
+from lmlib.training.trainer import Trainer
 
 
 @pytest.fixture(autouse=True)

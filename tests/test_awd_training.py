@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from lmlib.awd_training import (
+from lmlib.training.awd_training import (
     NTASGD,
     SeqLenLRScale,
     bptt_length_sampler,
@@ -15,9 +15,9 @@ from lmlib.awd_training import (
     nt_asgd_trigger_check,
     variable_bptt_batches,
 )
-from lmlib.batching import LMBatch, batchify
-from lmlib.callbacks import LRSchedule
-from lmlib.trainer import Callback, Trainer
+from lmlib.text.batching import LMBatch, batchify
+from lmlib.training.callbacks import LRSchedule
+from lmlib.training.trainer import Callback, Trainer
 
 
 @pytest.fixture(autouse=True)

@@ -1,7 +1,7 @@
 import torch
 import pytest
 
-from lmlib.batching import batchify, bptt_batches, classification_batches, pad_batch, random_blocks
+from lmlib.text.batching import batchify, bptt_batches, classification_batches, pad_batch, random_blocks
 
 
 def test_batchify_lays_streams_out_row_by_row_and_drops_the_ragged_tail():

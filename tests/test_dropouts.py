@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from lmlib.dropouts import (
+from lmlib.models.dropouts import (
     EmbeddingDropout,
     LockedDropout,
     WeightDropLSTM,

@@ -6,7 +6,7 @@ import random
 import pytest
 from nltk.translate import bleu_score, chrf_score
 
-from lmlib.metrics import corpus_bleu, corpus_chrf, scores_by_length, sentence_chrf
+from lmlib.eval.metrics import corpus_bleu, corpus_chrf, scores_by_length, sentence_chrf
 
 # The examples of Papineni et al. 2002 (as used in nltk's docs), plus short French sentences.
 HYP1 = "It is a guide to action which ensures that the military always obeys the commands of the party".split()

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from lmlib.multihead import MultiHeadAttention, causal_mask, padding_mask, scaled_dot_product_attention
+from lmlib.models.multihead import MultiHeadAttention, causal_mask, padding_mask, scaled_dot_product_attention
 
 D, H = 16, 4
 

@@ -1,4 +1,4 @@
-"""lmlib.ngram against hand-computed formulas, an independent dictionary implementation of interpolated
+"""lmlib.models.ngram against hand-computed formulas, an independent dictionary implementation of interpolated
 (modified) Kneser-Ney, nltk.lm on the same n-grams, and Mikolov et al.'s KN5 = 141.2 on PTB test."""
 
 import math
@@ -9,7 +9,7 @@ import pytest
 from nltk.lm import MLE, KneserNeyInterpolated, Laplace, Lidstone
 from nltk.lm.vocabulary import Vocabulary
 
-from lmlib.ngram import BOS, NGramLM, ngrams, ptb_perplexities
+from lmlib.models.ngram import BOS, NGramLM, ngrams, ptb_perplexities
 
 TINY = [s.split() for s in ["the cat sat on the mat <eos>", "the dog sat on the log <eos>",
                             "a cat saw the dog <eos>", "the cat ran <eos>", "a dog ran on the mat <eos>"]]

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from lmlib import Trainer
-from lmlib.nnlm import NNLM, NNLMConfig, ngram_windows, nnlm_loss, perplexity, window_batches
+from lmlib.models.nnlm import NNLM, NNLMConfig, ngram_windows, nnlm_loss, perplexity, window_batches
 
 
 def _model(direct: bool, seed: int = 0) -> NNLM:

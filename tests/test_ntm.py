@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from lmlib.ntm import (
+from lmlib.models.ntm import (
     address,
     content_weighting,
     cosine_similarity,

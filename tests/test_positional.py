@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from lmlib.positional import (LearnedPositionalEncoding, SinusoidalPositionalEncoding, position_similarity,
+from lmlib.models.positional import (LearnedPositionalEncoding, SinusoidalPositionalEncoding, position_similarity,
                               sinusoidal_encoding)
 
 

@@ -1,10 +1,10 @@
-"""lmlib.rnn against torch.nn.RNN / torch.nn.LSTM on copied weights: outputs, final states and gradients."""
+"""lmlib.models.rnn against torch.nn.RNN / torch.nn.LSTM on copied weights: outputs, final states and gradients."""
 
 import pytest
 import torch
 from torch import nn
 
-from lmlib.rnn import LSTM, RNN, LSTMCell, RNNCell, copy_from_torch, hidden_gradient_norms, trace_gates
+from lmlib.models.rnn import LSTM, RNN, LSTMCell, RNNCell, copy_from_torch, hidden_gradient_norms, trace_gates
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,4 @@
-"""lmlib.rnn_lm: the two recurrent cores agree, state carries across windows, Zaremba's schedule and update."""
+"""lmlib.models.rnn_lm: the two recurrent cores agree, state carries across windows, Zaremba's schedule and update."""
 
 import copy
 
@@ -6,10 +6,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lmlib.batching import batchify, bptt_batches
-from lmlib.objectives import StatefulLMLoss
-from lmlib.rnn import copy_from_torch
-from lmlib.rnn_lm import RNNLM, RNNLMConfig, TrainSettings, sample, zaremba_lr_factor, zaremba_small
+from lmlib.text.batching import batchify, bptt_batches
+from lmlib.training.objectives import StatefulLMLoss
+from lmlib.models.rnn import copy_from_torch
+from lmlib.models.rnn_lm import RNNLM, RNNLMConfig, TrainSettings, sample, zaremba_lr_factor, zaremba_small
 
 
 def _models(cell="lstm"):

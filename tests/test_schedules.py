@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
-from lmlib.schedules import STLR, discriminative_lrs, lr_find, stlr, stlr_schedule, suggest_lr
-from lmlib.trainer import Trainer
+from lmlib.training.schedules import STLR, discriminative_lrs, lr_find, stlr, stlr_schedule, suggest_lr
+from lmlib.training.trainer import Trainer
 
 
 def paper_stlr(t, T, cut_frac, ratio, eta_max):

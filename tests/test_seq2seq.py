@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from lmlib.seq2seq import (
+from lmlib.models.seq2seq import (
     Seq2Seq,
     Seq2SeqConfig,
     beam_search,
@@ -17,7 +17,7 @@ from lmlib.seq2seq import (
     seq2seq_loss,
     sequence_log_prob,
 )
-from lmlib.translation import Seq2SeqBatch
+from lmlib.text.translation import Seq2SeqBatch
 
 
 def small_model(attention="additive", seed=0):

@@ -8,8 +8,8 @@ import torch
 from torch import nn
 
 import lmlib
-from lmlib import exercises, leaderboard, presets, viz
-from lmlib.checkpoint import load_weights, save_weights
+from lmlib.course import exercises, leaderboard, presets, viz
+from lmlib.training.checkpoint import load_weights, save_weights
 
 
 def test_presets_follow_the_environment(monkeypatch):

@@ -8,14 +8,14 @@ import torch.nn.functional as F
 from torch import nn
 
 import lmlib
-from lmlib.batching import batchify, bptt_batches, random_blocks
-from lmlib.callbacks import (
+from lmlib.text.batching import batchify, bptt_batches, random_blocks
+from lmlib.training.callbacks import (
     Checkpoint, EarlyStopping, GradientClipping, LivePlot, LRSchedule, MaxSteps, ProgressBar, Regularizer, TimeBudget,
     freeze, param_groups, unfreeze,
 )
-from lmlib.objectives import StatefulLMLoss, classification_loss, next_token_loss
-from lmlib.batching import classification_batches
-from lmlib.trainer import BatchResult, Trainer
+from lmlib.training.objectives import StatefulLMLoss, classification_loss, next_token_loss
+from lmlib.text.batching import classification_batches
+from lmlib.training.trainer import BatchResult, Trainer
 
 
 class TinyLM(nn.Module):
@@ -205,7 +205,7 @@ def test_early_stopping_resumes_with_its_best_value_patience_and_weights(tmp_pat
 
 
 def test_perplexity_of_a_huge_loss_is_infinite_not_clipped():
-    from lmlib.trainer import EvalResult
+    from lmlib.training.trainer import EvalResult
 
     assert EvalResult(2.0, 10).perplexity == pytest.approx(math.exp(2.0))
     assert EvalResult(800.0, 10).perplexity == math.inf
@@ -275,9 +275,9 @@ def test_live_plot_redraws_one_output_in_place_in_a_real_kernel():
         "import torch\n"
         "from torch import nn\n"
         "from lmlib import Trainer\n"
-        "from lmlib.batching import random_blocks\n"
-        "from lmlib.callbacks import LivePlot\n"
-        "from lmlib.objectives import next_token_loss\n"
+        "from lmlib.text.batching import random_blocks\n"
+        "from lmlib.training.callbacks import LivePlot\n"
+        "from lmlib.training.objectives import next_token_loss\n"
         "model = nn.Sequential(nn.Embedding(10, 8), nn.Linear(8, 10))\n"
         "ids = torch.arange(100) % 10\n"
         "trainer = Trainer(model, torch.optim.SGD(model.parameters(), 0.1), next_token_loss,\n"

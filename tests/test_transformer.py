@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from lmlib.multihead import causal_mask, padding_mask
-from lmlib.transformer import (DecoderLayer, EncoderLayer, Transformer, TransformerConfig, noam_schedule, translate,
+from lmlib.models.multihead import causal_mask, padding_mask
+from lmlib.models.transformer import (DecoderLayer, EncoderLayer, Transformer, TransformerConfig, noam_schedule, translate,
                                translation_loss)
 
 D, H, FF = 16, 4, 32
@@ -209,10 +209,10 @@ def test_noam_schedule_formula():
     assert max(range(8000), key=f) == 3999  # the peak is at the end of the warm-up
 
 
-# -- decoding (lmlib.seq2seq's greedy_decode and beam_search, through Transformer.start/step) -----------
+# -- decoding (lmlib.models.seq2seq's greedy_decode and beam_search, through Transformer.start/step) -----------
 def test_transformer_learns_to_copy_and_decodes():
-    from lmlib.seq2seq import beam_search, greedy_decode
-    from lmlib.translation import Seq2SeqBatch
+    from lmlib.models.seq2seq import beam_search, greedy_decode
+    from lmlib.text.translation import Seq2SeqBatch
 
     torch.manual_seed(0)
     model = Transformer(TransformerConfig(src_vocab_size=8, tgt_vocab_size=8, d_model=32, num_heads=2,
@@ -248,7 +248,7 @@ def test_transformer_learns_to_copy_and_decodes():
 
 
 def test_translate_strings():
-    from lmlib.translation import prepare_translation
+    from lmlib.text.translation import prepare_translation
 
     pairs = [("I am cold.", "J'ai froid."), ("I am tall.", "Je suis grand."), ("You are tall.", "Tu es grand.")] * 4
     data = prepare_translation(max_len=6, valid_frac=0.0, test_frac=0.0, pairs=pairs)

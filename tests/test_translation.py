@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from lmlib.translation import (
+from lmlib.text.translation import (
     BOS,
     EOS,
     PAD,

@@ -9,16 +9,16 @@ import pytest
 import torch
 from torch import nn
 
-from lmlib.awd_lstm import AWDLSTMConfig, AWDLSTMLanguageModel
-from lmlib.batching import classification_batches
-from lmlib.objectives import classification_loss
-from lmlib.schedules import STLR
-from lmlib.trainer import Trainer
-from lmlib.ulmfit import (PRETRAINED_DIR, GradualUnfreezing, PoolingClassifierHead, ULMFiTClassifier, concat_pool,
+from lmlib.models.awd_lstm import AWDLSTMConfig, AWDLSTMLanguageModel
+from lmlib.text.batching import classification_batches
+from lmlib.training.objectives import classification_loss
+from lmlib.training.schedules import STLR
+from lmlib.training.trainer import Trainer
+from lmlib.models.ulmfit import (PRETRAINED_DIR, GradualUnfreezing, PoolingClassifierHead, ULMFiTClassifier, concat_pool,
                           discriminative_param_groups, extend_vocab, lm_param_groups, load_pretrained,
                           save_pretrained, unfreezing_timeline)
 from lmlib.data import sha256_of
-from lmlib.vocab import Vocab
+from lmlib.text.vocab import Vocab
 
 
 def tiny_cfg(vocab_size=12, **kw):
@@ -168,7 +168,7 @@ def test_shipped_checkpoint_loads_and_is_small():
 
 
 def test_overlap_is_matched_on_letters_so_tokenization_and_case_do_not_hide_it():
-    from lmlib.ulmfit import overlap_free_indices
+    from lmlib.models.ulmfit import overlap_free_indices
 
     train = [["a", "fine", "film", "."], ["dull", "!"], ["it's", "good"], ["new", "one"]]
     held_out = [["A", "fine", "film"], ["it", "'s", "good", "."]]
@@ -177,11 +177,11 @@ def test_overlap_is_matched_on_letters_so_tokenization_and_case_do_not_hide_it()
 
 
 def test_shipped_checkpoint_was_made_by_the_recipe_in_the_code_and_its_readme_tells_the_truth():
-    from lmlib.ulmfit import PRETRAIN_CONFIG, PRETRAIN_RECIPE, PRETRAINED_DIR
+    from lmlib.models.ulmfit import PRETRAIN_CONFIG, PRETRAIN_RECIPE, PRETRAINED_DIR
 
     report = json.loads((PRETRAINED_DIR / "pretrain.json").read_text())
     recipe = {k: tuple(v) if isinstance(v, list) else v for k, v in report["recipe"].items()}
-    assert recipe == PRETRAIN_RECIPE, "the checkpoint was trained with another recipe: rerun `python -m lmlib.ulmfit pretrain`"
+    assert recipe == PRETRAIN_RECIPE, "the checkpoint was trained with another recipe: rerun `python -m lmlib.models.ulmfit pretrain`"
     assert {k: report["config"][k] for k in PRETRAIN_CONFIG} == PRETRAIN_CONFIG
     readme = (PRETRAINED_DIR / "README.md").read_text()
     for sha in report["sha256"].values():

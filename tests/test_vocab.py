@@ -2,7 +2,7 @@ from collections import Counter
 
 import pytest
 
-from lmlib.vocab import Vocab
+from lmlib.text.vocab import Vocab
 
 
 def test_ids_are_specials_then_frequency_then_alphabetical():

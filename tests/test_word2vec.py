@@ -9,7 +9,7 @@ import torch
 from gensim.models import Word2Vec as GensimWord2Vec
 
 from lmlib.data.loaders import Analogy, WordPair
-from lmlib.word2vec import (
+from lmlib.models.word2vec import (
     SkipGramNS,
     Word2VecConfig,
     keep_probability,
@@ -18,7 +18,7 @@ from lmlib.word2vec import (
     skipgram_pairs,
     train_word2vec,
 )
-from lmlib.word_eval import (
+from lmlib.eval.word_eval import (
     analogy,
     evaluate_analogies,
     evaluate_word_pairs,

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from lmlib.multihead import MultiHeadAttention, causal_mask
+from lmlib.models.multihead import MultiHeadAttention, causal_mask
 
 SIZES = [  # (batch, seq, d_model, heads)
     (64, 16, 128, 4),
@@ -106,7 +106,7 @@ def main() -> None:
     out = Path(__file__).parent / "results" / "attention.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({
-        "what": "lmlib.multihead.MultiHeadAttention (fused path) vs torch.nn.MultiheadAttention, self-attention, "
+        "what": "lmlib.models.multihead.MultiHeadAttention (fused path) vs torch.nn.MultiheadAttention, self-attention, "
                 "median time per call over interleaved rounds",
         "torch": torch.__version__, "threads": torch.get_num_threads(), "machine": platform.machine(),
         "rounds": ROUNDS, "calls_per_round": CALLS,

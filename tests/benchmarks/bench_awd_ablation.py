@@ -28,12 +28,12 @@ from pathlib import Path
 import torch
 
 from lmlib import Trainer, Vocab, seed_everything
-from lmlib.awd_lstm import AWDLSTMConfig, AWDLSTMLanguageModel, ar_regularizer, tar_regularizer
-from lmlib.awd_training import NTASGD, SeqLenLRScale, variable_bptt_batches
-from lmlib.batching import batchify, bptt_batches
-from lmlib.callbacks import GradientClipping
+from lmlib.models.awd_lstm import AWDLSTMConfig, AWDLSTMLanguageModel, ar_regularizer, tar_regularizer
+from lmlib.training.awd_training import NTASGD, SeqLenLRScale, variable_bptt_batches
+from lmlib.text.batching import batchify, bptt_batches
+from lmlib.training.callbacks import GradientClipping
 from lmlib.data import load_ptb
-from lmlib.objectives import StatefulLMLoss
+from lmlib.training.objectives import StatefulLMLoss
 
 TRAIN_TOKENS = 20_000
 CHECK_TOKENS = 8_000

@@ -1,10 +1,10 @@
-"""lmlib.ngram against nltk.lm on the same PTB sentences, same order, same smoothing: perplexity and speed.
+"""lmlib.models.ngram against nltk.lm on the same PTB sentences, same order, same smoothing: perplexity and speed.
 
 Run from the repository root:  LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/bench_ngram.py
 
 nltk.lm is pure Python, and its Kneser-Ney scans every higher-order context for each continuation count,
 so it gets the first sentences of PTB train and valid (the same subset for lmlib). Both models count exactly
-the same n-grams (lmlib.ngram.ngrams; building them is included in nltk's fit time) and share one vocabulary
+the same n-grams (lmlib.models.ngram.ngrams; building them is included in nltk's fit time) and share one vocabulary
 size (training types + an unknown word). nltk's KneserNeyInterpolated is lmlib's KN with discounts
 [0, d, d, ...] and padding="full" (see tests/test_ngram.py). Then lmlib alone on all of PTB, KN5 and MKN5.
 Results go to tests/benchmarks/results/ngram.json.
@@ -22,7 +22,7 @@ from nltk.lm import KneserNeyInterpolated, Laplace, Lidstone
 from nltk.lm.vocabulary import Vocabulary
 
 from lmlib.data import load_ptb
-from lmlib.ngram import BOS, NGramLM, ngrams
+from lmlib.models.ngram import BOS, NGramLM, ngrams
 
 CASES = [
     # name, nltk class + kwargs, lmlib kwargs, order, padding, train sentences, valid sentences

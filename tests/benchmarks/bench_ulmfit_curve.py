@@ -25,9 +25,9 @@ from pathlib import Path
 
 import torch
 
-from lmlib import ulmfit as U
-from lmlib.awd_lstm import AWDLSTMConfig, AWDLSTMLanguageModel
-from lmlib.runtime import seed_everything
+from lmlib.models import ulmfit as U
+from lmlib.models.awd_lstm import AWDLSTMConfig, AWDLSTMLanguageModel
+from lmlib.training.runtime import seed_everything
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SETTINGS = dict(

@@ -4,7 +4,7 @@ Run from the repository root:  LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python te
 
 Both train skip-gram with negative sampling with the same vector size, window, negatives, epochs,
 subsampling threshold and min_count, on the same sentences (PTB train lines, no <eos>). Both are scored
-by lmlib.word_eval (which agrees with gensim's own evaluators, see tests/test_word2vec.py). gensim gets
+by lmlib.eval.word_eval (which agrees with gensim's own evaluators, see tests/test_word2vec.py). gensim gets
 2 worker threads, lmlib 2 PyTorch threads. Results go to tests/benchmarks/results/word2vec.json.
 """
 
@@ -21,9 +21,9 @@ import torch
 from gensim.models import Word2Vec as GensimWord2Vec
 
 from lmlib.data import load_analogies, load_ptb, load_simlex999, load_wordsim353
-from lmlib.runtime import seed_everything
-from lmlib.word2vec import Word2VecConfig, train_word2vec
-from lmlib.word_eval import evaluate_analogies, evaluate_word_pairs
+from lmlib.training.runtime import seed_everything
+from lmlib.models.word2vec import Word2VecConfig, train_word2vec
+from lmlib.eval.word_eval import evaluate_analogies, evaluate_word_pairs
 
 SETTINGS = {
     "word2vec defaults (t=1e-3, 5 epochs, d=100)": dict(vector_size=100, window=5, negative=5, sample=1e-3, epochs=5),

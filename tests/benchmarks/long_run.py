@@ -10,7 +10,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from lmlib.trainer import Callback, Trainer
+from lmlib.training.trainer import Callback, Trainer
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -3,7 +3,7 @@
 The model of Bengio et al. (2003) with the settings of notebook 02's `full` preset: order n = 5, m = 60
 features per word, h = 100 tanh units, direct connections W on, batches of 256 shuffled windows, Adam at
 lr 1e-3, 5 epochs. Validation (every epoch) and test score every token of their split once, with the first
-n-1 contexts padded by <eos> (lmlib.nnlm.ngram_windows), so the perplexities compare with notebook 01's.
+n-1 contexts padded by <eos> (lmlib.models.nnlm.ngram_windows), so the perplexities compare with notebook 01's.
 
     LMLIB_DATA_DIR=... nice -n 5 .venv/bin/python tests/benchmarks/train_nnlm.py --threads 1
     ... --max-batches 100 --epochs 1 --out /tmp/probe.json      # time a hundred batches first
@@ -23,9 +23,9 @@ import torch
 from long_run import EpochReport, command_line
 
 from lmlib import Trainer, Vocab, seed_everything
-from lmlib.callbacks import Checkpoint, MaxSteps
+from lmlib.training.callbacks import Checkpoint, MaxSteps
 from lmlib.data import load_ptb
-from lmlib.nnlm import NNLM, NNLMConfig, ngram_windows, nnlm_loss, perplexity, window_batches
+from lmlib.models.nnlm import NNLM, NNLMConfig, ngram_windows, nnlm_loss, perplexity, window_batches
 
 
 def main() -> None:

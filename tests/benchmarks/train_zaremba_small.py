@@ -3,7 +3,7 @@
 2 layers x 200 units, BPTT 20, batch 20, SGD lr 1 halved every epoch after epoch 4, 13 epochs, gradient
 norm clipped at 5, every parameter initialised U(-0.1, 0.1), no dropout. Published test perplexity: 114.5.
 The loss here is the per-token mean, so the same updates use lr 1 * 20 and clip 5 / 20 (see
-lmlib.rnn_lm.TrainSettings). Validation and test are read as one stream (batch 1), like the paper's code.
+lmlib.models.rnn_lm.TrainSettings). Validation and test are read as one stream (batch 1), like the paper's code.
 
     LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/train_zaremba_small.py --threads 1
     ... --max-batches 300 --epochs 1 --out /tmp/probe.json      # time a few hundred batches first
@@ -23,11 +23,11 @@ import torch
 from long_run import EpochReport, command_line
 
 from lmlib import Trainer, Vocab, seed_everything
-from lmlib.batching import batchify, bptt_batches
-from lmlib.callbacks import Checkpoint, GradientClipping, LRSchedule, MaxSteps
+from lmlib.text.batching import batchify, bptt_batches
+from lmlib.training.callbacks import Checkpoint, GradientClipping, LRSchedule, MaxSteps
 from lmlib.data import load_ptb
-from lmlib.objectives import StatefulLMLoss
-from lmlib.rnn_lm import RNNLM, zaremba_lr_factor, zaremba_small
+from lmlib.training.objectives import StatefulLMLoss
+from lmlib.models.rnn_lm import RNNLM, zaremba_lr_factor, zaremba_small
 
 
 def main() -> None:

@@ -34,7 +34,7 @@ from itertools import chain, repeat
 
 import numpy as np
 
-from .vocab import Vocab
+from ..text.vocab import Vocab
 
 SMOOTHINGS = ("mle", "add_k", "interp", "kn", "mkn")
 BOS = "<s>"
@@ -438,7 +438,7 @@ def ptb_perplexities(orders: Iterable[int], smoothings: Iterable[str], splits: I
 
     Counts once at the highest order (single padding) and derives every other model with ``with_settings``.
     """
-    from .data import load_ptb
+    from ..data import load_ptb
 
     orders, smoothings, splits = list(orders), list(smoothings), list(splits)
     for split in splits:

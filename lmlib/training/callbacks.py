@@ -1,4 +1,4 @@
-"""Callbacks for :class:`lmlib.trainer.Trainer`: schedules, clipping, regularizers, freezing, stopping, display."""
+"""Callbacks for :class:`lmlib.training.trainer.Trainer`: schedules, clipping, regularizers, freezing, stopping, display."""
 
 from __future__ import annotations
 
@@ -195,7 +195,7 @@ class LivePlot(Callback):
         self.last_draw = 0.0
 
     def figure(self):
-        from .viz import line_plot
+        from ..course.viz import line_plot
 
         series = {"train (smoothed)": (self.steps, self.smoothed)}
         if self.valid:

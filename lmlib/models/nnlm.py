@@ -126,7 +126,7 @@ def window_batches(contexts: torch.Tensor, targets: torch.Tensor, batch_size: in
 
 def nnlm_loss(model: NNLM, batch) -> torch.Tensor:
     """Mean negative log-likelihood of the targets: -(1/B) Σ log P(w_t | context), a Trainer ``loss_fn``."""
-    from .trainer import BatchResult
+    from ..training.trainer import BatchResult
 
     x, y = batch
     return BatchResult(F.cross_entropy(model(x), y), y.numel())

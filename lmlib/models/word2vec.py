@@ -27,9 +27,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .callbacks import LRSchedule
-from .trainer import BatchResult, Trainer
-from .vocab import Vocab
+from ..training.callbacks import LRSchedule
+from ..training.trainer import BatchResult, Trainer
+from ..text.vocab import Vocab
 
 SUBSAMPLING_FORMULAS = ("word2vec", "paper")
 

@@ -126,7 +126,7 @@ def prepare_translation(
     if max_pairs is not None and max_pairs < 1:
         raise ValueError(f"max_pairs must be positive or None, got {max_pairs}")
     if pairs is None:
-        from .data import load_eng_fra
+        from ..data import load_eng_fra
 
         pairs = load_eng_fra()
     starts = tuple(p.lower() for p in prefixes) if prefixes is not None else None

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 
 import torch
 
-from .batching import LMBatch, bptt_batches
+from ..text.batching import LMBatch, bptt_batches
 from .trainer import Callback, Trainer
 
 
@@ -91,7 +91,7 @@ class SeqLenLRScale(Callback):
     """Scale every group's learning rate by seq_len / bptt for one batch, then restore it.
 
     seq_len is read from the batch (``batch.x.size(1)`` or ``batch[0].size(1)``). Place it after any
-    :class:`~lmlib.callbacks.LRSchedule` in the callback list so it scales the scheduled rate.
+    :class:`~lmlib.training.callbacks.LRSchedule` in the callback list so it scales the scheduled rate.
     """
 
     def __init__(self, bptt: int):

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .callbacks import Regularizer
+from ..training.callbacks import Regularizer
 from .dropouts import EmbeddingDropout, LockedDropout, WeightDropLSTM, check_probability
 
 State = list[tuple[torch.Tensor, torch.Tensor]]
@@ -84,7 +84,7 @@ class AWDLSTMConfig:
 class AWDLSTMEncoder(nn.Module):
     """Embedding + stack of weight-dropped LSTMs: ``ids (batch, time) -> (outputs, raw_outputs, state)``.
 
-    ``embedding`` is an :class:`~lmlib.dropouts.EmbeddingDropout` (an ``nn.Embedding`` that drops words in
+    ``embedding`` is an :class:`~lmlib.models.dropouts.EmbeddingDropout` (an ``nn.Embedding`` that drops words in
     training). ``outputs[l]`` is layer l's output after its dropout (hidden dropout for inner layers, output dropout
     for the last) and ``raw_outputs[l]`` the same before it, each ``(batch, time, size_l)``; ``state`` is a
     list of per-layer ``(h, c)`` pairs ``(1, batch, size_l)``. ``layers`` is the ``nn.ModuleList`` of LSTM
@@ -132,7 +132,7 @@ class AWDLSTMEncoder(nn.Module):
 class AWDLSTMLanguageModel(nn.Module):
     """``model(ids (batch, time), state=None) -> (logits (batch, time, vocab), state)``.
 
-    Works with :class:`lmlib.objectives.StatefulLMLoss`. After each forward pass ``last_outputs`` and
+    Works with :class:`lmlib.training.objectives.StatefulLMLoss`. After each forward pass ``last_outputs`` and
     ``last_raw_outputs`` hold the encoder's per-layer outputs after / before dropout, for AR and TAR.
     """
 

@@ -116,7 +116,7 @@ def stlr_figure(T: int = 1000, cut_frac: float = 0.1, ratio: float = 32.0, eta_m
     """The STLR schedule with the cut (end of warm-up) and the peak η_max marked."""
     import plotly.graph_objects as go
 
-    from .viz import LAYOUT
+    from ..course.viz import LAYOUT
 
     etas = stlr_schedule(T, cut_frac, ratio, eta_max)
     cut = math.floor(T * cut_frac)
@@ -147,7 +147,7 @@ class LRFinderResult:
     def figure(self):
         import plotly.graph_objects as go
 
-        from .viz import LAYOUT
+        from ..course.viz import LAYOUT
 
         fig = go.Figure()
         fig.add_trace(go.Scatter(x=self.lrs, y=self.losses, name="loss", mode="lines", opacity=0.35))

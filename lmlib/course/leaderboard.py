@@ -33,7 +33,7 @@ def results_dir() -> Path:
     env = os.environ.get("LMLIB_RESULTS_DIR")
     if env:
         return Path(env).expanduser()
-    repo_data = Path(__file__).resolve().parents[1] / "data"
+    repo_data = Path(__file__).resolve().parents[2] / "data"
     if (repo_data / "README.md").is_file():
         return repo_data / "results"
     return Path.home() / ".cache" / "lmlib" / "results"

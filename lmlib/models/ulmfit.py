@@ -4,18 +4,18 @@ Three stages, each a few lines on top of lmlib's Trainer:
 
 (a) **General-domain LM pretraining** — an AWD-LSTM language model (Merity et al. 2018) on a general
     corpus; here the Penn Treebank. :func:`pretrain` is the seeded recipe behind the small checkpoint
-    shipped in ``lmlib/pretrained/`` (``python -m lmlib.ulmfit pretrain --out DIR``), and
+    shipped in ``lmlib/pretrained/`` (``python -m lmlib.models.ulmfit pretrain --out DIR``), and
     :func:`load_pretrained` verifies its sha256 before loading.
 (b) **Target-task LM fine-tuning** — the same LM, on the target task's own text, with discriminative
     fine-tuning (one rate per layer, η^{l−1} = η^l / 2.6) and slanted triangular learning rates
-    (:mod:`lmlib.schedules`). Words of the target text that the general vocabulary lacks get new rows
+    (:mod:`lmlib.training.schedules`). Words of the target text that the general vocabulary lacks get new rows
     initialised with the mean embedding (:func:`extend_vocab`).
 (c) **Classifier fine-tuning** — the fine-tuned encoder under a new head: concat pooling
     h_c = [h_T, maxpool(H), meanpool(H)] (:func:`concat_pool`), then
     BatchNorm → Dropout → Linear → ReLU → BatchNorm → Dropout → Linear (:class:`PoolingClassifierHead`),
     trained with gradual unfreezing (:class:`GradualUnfreezing`), STLR and discriminative rates.
 
-The AWD-LSTM itself (Merity, Keskar & Socher 2018) is :mod:`lmlib.awd_lstm` (notebook 06).
+The AWD-LSTM itself (Merity, Keskar & Socher 2018) is :mod:`lmlib.models.awd_lstm` (notebook 06).
 """
 
 from __future__ import annotations
@@ -32,19 +32,19 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .batching import batchify, bptt_batches
-from .callbacks import GradientClipping
-from .data import sha256_of
-from .objectives import StatefulLMLoss
-from .schedules import STLR, discriminative_lrs
-from .trainer import Callback, Trainer
+from ..text.batching import batchify, bptt_batches
+from ..training.callbacks import GradientClipping
+from ..data import sha256_of
+from ..training.objectives import StatefulLMLoss
+from ..training.schedules import STLR, discriminative_lrs
+from ..training.trainer import Callback, Trainer
 from .awd_lstm import AWDLSTMConfig, AWDLSTMEncoder, AWDLSTMLanguageModel
-from .vocab import Vocab
+from ..text.vocab import Vocab
 
-PRETRAINED_DIR = Path(__file__).resolve().parent / "pretrained"
+PRETRAINED_DIR = Path(__file__).resolve().parents[1] / "pretrained"
 PAD, UNK, EOS = "<pad>", "<unk>", "<eos>"
 
-# The checkpoint shipped in lmlib/pretrained/ (written by `python -m lmlib.ulmfit pretrain`).
+# The checkpoint shipped in lmlib/pretrained/ (written by `python -m lmlib.models.ulmfit pretrain`).
 PRETRAIN_CONFIG = dict(emb_size=200, hidden_size=256, n_layers=3,
                        embed_p=0.0, input_p=0.05, hidden_p=0.05, weight_p=0.05, output_p=0.05)
 PRETRAIN_RECIPE = dict(seed=0, batch_size=32, bptt=70, steps=3000, eta_max=4e-3, cut_frac=0.1, ratio=32.0,
@@ -55,13 +55,13 @@ PRETRAIN_RECIPE = dict(seed=0, batch_size=32, bptt=70, steps=3000, eta_max=4e-3,
 
 def ptb_vocab() -> Vocab:
     """The 10,000 PTB types (``<unk>`` included) plus ``<pad>`` at id 0 for classification batches."""
-    from .data import load_ptb
+    from ..data import load_ptb
 
     return Vocab((tok for line in load_ptb("train") for tok in line), specials=(PAD,), unk=UNK)
 
 
 def _ptb_ids(vocab: Vocab, split: str) -> torch.Tensor:
-    from .data import load_ptb
+    from ..data import load_ptb
 
     return torch.tensor([vocab[t] for line in load_ptb(split) for t in line], dtype=torch.long)
 
@@ -88,7 +88,7 @@ def pretrain(out_dir: str | Path, steps: int | None = None) -> dict:
     ``awd_lstm_ptb.safetensors`` (fp16), ``vocab.json`` and ``pretrain.json`` to ``out_dir``."""
     from safetensors.torch import save_file
 
-    from .runtime import seed_everything
+    from ..training.runtime import seed_everything
 
     recipe = dict(PRETRAIN_RECIPE, steps=steps or PRETRAIN_RECIPE["steps"])
     seed_everything(recipe["seed"])
@@ -112,7 +112,7 @@ def pretrain(out_dir: str | Path, steps: int | None = None) -> dict:
     with torch.no_grad():
         valid_ppl, test_ppl = evaluate_lm(model, _ptb_ids(vocab, "valid")), evaluate_lm(model, _ptb_ids(vocab, "test"))
     report = {
-        "model": "AWD-LSTM (lmlib.awd_lstm), PTB pretraining for ULMFiT",
+        "model": "AWD-LSTM (lmlib.models.awd_lstm), PTB pretraining for ULMFiT",
         "config": cfg.__dict__, "recipe": recipe, "tokens_seen": recipe["steps"] * recipe["batch_size"] * recipe["bptt"],
         "train_tokens_per_epoch": int(streams.numel()),
         "final_train_loss": trainer.history[-1]["train_loss"],
@@ -152,11 +152,11 @@ def load_pretrained(directory: str | Path = PRETRAINED_DIR, verify: bool = True,
     for name, expected in report["sha256"].items():
         path = directory / name
         if not path.is_file():
-            raise FileNotFoundError(f"{name} is missing from {directory}; rerun `python -m lmlib.ulmfit pretrain`")
+            raise FileNotFoundError(f"{name} is missing from {directory}; rerun `python -m lmlib.models.ulmfit pretrain`")
         actual = sha256_of(path) if verify else expected
         if actual != expected:
             raise ValueError(f"{name} has sha256 {actual}, expected {expected}: the file is corrupt "
-                             f"or was replaced; restore it from git or rerun `python -m lmlib.ulmfit pretrain`")
+                             f"or was replaced; restore it from git or rerun `python -m lmlib.models.ulmfit pretrain`")
     with safe_open(str(directory / "awd_lstm_ptb.safetensors"), framework="pt") as fh:
         cfg_dict = json.loads(fh.metadata()["config"])
         tensors = {k: fh.get_tensor(k).float() for k in fh.keys()}
@@ -366,7 +366,7 @@ def unfreezing_timeline(n_groups: int, epochs: int, eta_top: float, factor: floa
 def timeline_figure(n_groups: int = 5, epochs: int = 6, eta_top: float = 0.01, factor: float = 2.6,
                     gradual: bool = True, names: Sequence[str] | None = None):
     """Heatmap of :func:`unfreezing_timeline`: which group trains at which peak rate in each epoch."""
-    from .viz import heatmap
+    from ..course.viz import heatmap
 
     names = list(names) if names is not None else ["embedding", *[f"LSTM {i + 1}" for i in range(n_groups - 2)], "head"][:n_groups]
     table = unfreezing_timeline(n_groups, epochs, eta_top, factor, gradual)
@@ -384,7 +384,7 @@ def _letters(text: str) -> str:
 
 def rt_polarity_split(test_frac: float = 0.2, seed: int = 0):
     """rt-polarity tokenized and split (seeded) into ``(train_texts, train_labels, test_texts, test_labels)``."""
-    from .data import load_rt_polarity
+    from ..data import load_rt_polarity
 
     if not 0 < test_frac < 1:
         raise ValueError(f"test_frac must be in (0, 1), got {test_frac}")
@@ -398,7 +398,7 @@ def rt_polarity_split(test_frac: float = 0.2, seed: int = 0):
 def sst2_data(min_train_tokens: int = 8):
     """SST-2 tokenized: ``(train_texts, train_labels, dev_texts, dev_labels)``. GLUE's train split also
     holds short phrases; only entries of at least ``min_train_tokens`` tokens are kept, closer to sentences."""
-    from .data import load_sst2
+    from ..data import load_sst2
 
     train, dev = load_sst2("train"), load_sst2("dev")
     kept = [(tokenize(t), y) for t, y in zip(train.texts, train.labels) if len(t.split()) >= min_train_tokens]
@@ -437,7 +437,7 @@ def train_classifier(model: ULMFiTClassifier, seqs: Sequence[Sequence[int]], lab
     An epoch is one shuffled pass, repeated until it has at least ``min_steps_per_epoch`` steps, so a
     100-example set still gets enough updates per unfreezing stage.
     """
-    from .batching import classification_batches
+    from ..text.batching import classification_batches
 
     if epochs < 1:
         raise ValueError(f"epochs must be at least 1, got {epochs}")
@@ -456,7 +456,7 @@ def train_classifier(model: ULMFiTClassifier, seqs: Sequence[Sequence[int]], lab
     cbs = [STLR(epochs * repeats * n_batches), GradientClipping(1.0), *callbacks]
     if gradual:
         cbs.insert(0, GradualUnfreezing(groups))
-    from .objectives import classification_loss
+    from ..training.objectives import classification_loss
 
     trainer = Trainer(model, opt, classification_loss, cbs, device="cpu")
     trainer.fit(epoch_batches, epochs=epochs)
@@ -466,7 +466,7 @@ def train_classifier(model: ULMFiTClassifier, seqs: Sequence[Sequence[int]], lab
 @torch.no_grad()
 def accuracy(model: ULMFiTClassifier, seqs: Sequence[Sequence[int]], labels: Sequence[int],
              batch_size: int = 256, max_len: int = 60) -> float:
-    from .batching import classification_batches
+    from ..text.batching import classification_batches
 
     was = model.training
     model.eval()
@@ -484,7 +484,7 @@ def encode_texts(vocab: Vocab, texts: Sequence[Sequence[str]]) -> list[list[int]
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m lmlib.ulmfit")
+    parser = argparse.ArgumentParser(prog="python -m lmlib.models.ulmfit")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("pretrain", help="stage (a): pretrain the AWD-LSTM LM on PTB (seeded)")
     p.add_argument("--out", required=True)

@@ -10,7 +10,7 @@
 
 Both models here share the same bidirectional GRU encoder and the same decoder; the only difference
 is where the context comes from (``attention=None``: C = [→h_S; ←h_1], the same at every step; else
-c_i from any score function of :mod:`lmlib.attention`). Simplifications against the papers, so it
+c_i from any score function of :mod:`lmlib.models.attention`). Simplifications against the papers, so it
 trains in seconds on a CPU: GRUs of a few hundred units instead of 1000, a linear output layer
 instead of Bahdanau's maxout, no dropout by default.
 
@@ -30,8 +30,8 @@ from torch.nn import functional as F
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from .attention import SCORE_FUNCTIONS, make_attention
-from .trainer import BatchResult
-from .vocab import check_ids_in_range, check_special_ids
+from ..training.trainer import BatchResult
+from ..text.vocab import check_ids_in_range, check_special_ids
 
 
 @dataclass
@@ -102,14 +102,14 @@ class Seq2Seq(nn.Module):
     # -- encoder -------------------------------------------------------------------------------------
     def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> Encoded:
         """src (batch, S) token ids (long), src_mask (batch, S) bool, True at real tokens; each row's real
-        tokens come first (right padding), as :func:`lmlib.translation.encode_source` builds them."""
+        tokens come first (right padding), as :func:`lmlib.text.translation.encode_source` builds them."""
         if src.dim() != 2 or src.shape != src_mask.shape:
             raise ValueError(f"src and src_mask must both be (batch, S); got {tuple(src.shape)} and {tuple(src_mask.shape)}")
         if src.dtype != torch.long:
             raise ValueError(f"src must hold token ids as a long tensor, got dtype {src.dtype}")
         if src_mask.dtype != torch.bool:
             raise ValueError(f"src_mask must be a bool tensor, True at real tokens, got dtype {src_mask.dtype}; "
-                             "build it as src != pad_id (lmlib.translation.encode_source does)")
+                             "build it as src != pad_id (lmlib.text.translation.encode_source does)")
         if src.numel() == 0:
             raise ValueError(f"the source batch is empty (shape {tuple(src.shape)}); give at least one sentence "
                              "of at least one token")
@@ -313,7 +313,7 @@ def sequence_log_prob(model, src: torch.Tensor, src_mask: torch.Tensor, tokens: 
 
 def translate_examples(model, examples, src_vocab, tgt_vocab, batch_size: int = 256, max_len: int = 20) -> list[list[str]]:
     """Greedy translations (token lists) of ``examples`` (each with a ``.src`` token list), in order."""
-    from .translation import encode_source
+    from ..text.translation import encode_source
 
     device = next(model.parameters()).device
     out = []

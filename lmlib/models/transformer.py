@@ -27,8 +27,8 @@ from torch import nn
 
 from .multihead import MultiHeadAttention, causal_mask
 from .positional import LearnedPositionalEncoding, SinusoidalPositionalEncoding
-from .trainer import BatchResult
-from .vocab import check_ids_in_range, check_special_ids
+from ..training.trainer import BatchResult
+from ..text.vocab import check_ids_in_range, check_special_ids
 
 
 @dataclass
@@ -48,7 +48,7 @@ class TransformerConfig:
     norm_first: bool = False  # False: post-norm as in the paper; True: pre-norm
     share_embeddings: bool = False  # one table for source and target (needs one joint vocabulary)
     tie_output: bool = True  # the pre-softmax projection reuses the target embedding matrix (§3.4)
-    pad_id: int = 0  # the ids of lmlib.translation's specials: <pad> <unk> <bos> <eos>
+    pad_id: int = 0  # the ids of lmlib.text.translation's specials: <pad> <unk> <bos> <eos>
     bos_id: int = 2
     eos_id: int = 3
 
@@ -180,7 +180,7 @@ class Transformer(nn.Module):
     """The encoder-decoder model. ``forward(src, src_mask, tgt_in)`` -> logits ``(batch, T, tgt_vocab)``.
 
     ``src`` (batch, S) ids with ``src_mask`` (batch, S) True at real tokens (as in
-    :class:`lmlib.translation.Seq2SeqBatch`); ``tgt_in`` (batch, T) = ``<bos> y_1 .. y_{T-1}``.
+    :class:`lmlib.text.translation.Seq2SeqBatch`); ``tgt_in`` (batch, T) = ``<bos> y_1 .. y_{T-1}``.
     Embeddings are multiplied by √d_model (§3.4) so that they are not drowned by the positional
     encodings, whose entries are of size ~1, while the embedding entries start small.
     """
@@ -256,7 +256,7 @@ class Transformer(nn.Module):
         memory, _ = self.encode(src, src_mask)
         return self.decode(tgt_in, memory, src_mask)[0]
 
-    # -- the step interface of lmlib.seq2seq's greedy_decode and beam_search ---------------------------
+    # -- the step interface of lmlib.models.seq2seq's greedy_decode and beam_search ---------------------------
     def start(self, src: torch.Tensor, src_mask: torch.Tensor) -> DecoderState:
         memory, _ = self.encode(src, src_mask)
         return DecoderState(src.new_empty(src.size(0), 0), memory, src_mask)
@@ -281,7 +281,7 @@ class Transformer(nn.Module):
 
 
 def translation_loss(model: nn.Module, batch) -> BatchResult:
-    """Mean cross-entropy per real target token of a :class:`lmlib.translation.Seq2SeqBatch`
+    """Mean cross-entropy per real target token of a :class:`lmlib.text.translation.Seq2SeqBatch`
     (padding ignored), with the number of tokens and how many the model predicted right."""
     logits = model(batch.src, batch.src_mask, batch.tgt_in)
     mask = batch.tgt_mask
@@ -322,7 +322,7 @@ def noam_schedule(d_model: int, warmup: int):
 
 
 # -- decoding -------------------------------------------------------------------------------------------
-# Greedy and beam search live in lmlib.seq2seq and drive any model through start()/step() (see
+# Greedy and beam search live in lmlib.models.seq2seq and drive any model through start()/step() (see
 # Transformer.start); translate() below is the string-to-string convenience used in the notebook.
 
 def translate(model: Transformer, sentences: list[str] | list[list[str]], src_vocab, tgt_vocab,
@@ -330,7 +330,7 @@ def translate(model: Transformer, sentences: list[str] | list[list[str]], src_vo
               max_len: int | None = None) -> list[list[str]]:
     """English sentences (strings or token lists) -> French token lists, greedy or by beam search."""
     from .seq2seq import beam_search, greedy_decode
-    from .translation import encode_source, tokenize
+    from ..text.translation import encode_source, tokenize
 
     if method not in ("greedy", "beam"):
         raise ValueError(f"method must be 'greedy' or 'beam', got {method!r}")

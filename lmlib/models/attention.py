@@ -26,7 +26,7 @@ Shapes: ``query`` is ``(batch, d_q)`` (one query per example, as in an RNN decod
 Masked positions get exactly zero weight (their score is set to -inf before the softmax). A query
 whose keys are *all* masked has no distribution to return; that is an error, not a silent NaN.
 Multi-head attention, which runs several scaled dot-products in parallel, lives in
-:mod:`lmlib.multihead`.
+:mod:`lmlib.models.multihead`.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ read in windows of ``bptt`` steps whose final state starts the next window (trun
 Williams & Peng 1990). Their "small" configuration (2 × 200 units, no dropout) reaches 114.5 test
 perplexity on the Penn Treebank; :func:`zaremba_small` holds those settings.
 
-The recurrent core can be ``torch.nn.LSTM`` (fast, fused kernels) or lmlib's own :class:`lmlib.rnn.LSTM`
+The recurrent core can be ``torch.nn.LSTM`` (fast, fused kernels) or lmlib's own :class:`lmlib.models.rnn.LSTM`
 (slow, readable); the tests show the two compute the same function, so training uses the fast one.
 """
 
@@ -40,7 +40,7 @@ class RNNLMConfig:
     hidden_size: int = 200
     num_layers: int = 2
     cell: str = "lstm"  # "lstm" or "rnn"
-    backend: str = "torch"  # "torch" (nn.LSTM) or "lmlib" (lmlib.rnn.LSTM)
+    backend: str = "torch"  # "torch" (nn.LSTM) or "lmlib" (lmlib.models.rnn.LSTM)
     dropout: float = 0.0
     init_range: float = 0.1
 
@@ -59,7 +59,7 @@ class RNNLM(nn.Module):
     """``model(x, state=None) -> (logits, state)``: x ``(batch, time)`` ids, logits ``(batch, time, vocab)``.
 
     ``state`` is the recurrent core's state ``(layers, batch, hidden)`` (a pair (H, C) for the LSTM);
-    pass the returned one back in to continue the text (see :class:`lmlib.objectives.StatefulLMLoss`).
+    pass the returned one back in to continue the text (see :class:`lmlib.training.objectives.StatefulLMLoss`).
     """
 
     def __init__(self, config: RNNLMConfig):

@@ -1,0 +1,1 @@
+"""Metrics: BLEU and chrF for translation, word-vector benchmarks."""

@@ -1,0 +1,1 @@
+"""Text into numbers: vocabularies, batching for language models and translation, and tokenizers."""

@@ -1,0 +1,3 @@
+"""The one Trainer, its callbacks, losses, learning-rate schedules, checkpoints and runtime settings.
+
+Nothing here imports a model: models sit below training."""
