@@ -1,0 +1,523 @@
+"""GPT: a decoder-only Transformer language model (Radford et al. 2018, "Improving Language Understanding by
+Generative Pre-Training"; Radford et al. 2019, "Language Models are Unsupervised Multitask Learners").
+
+The model predicts each token from the tokens before it, maximising the likelihood (2018, eq. 1)
+
+    L_1(U) = Σ_i log P(u_i | u_{i−k}, ..., u_{i−1}; Θ)
+
+with a stack of Transformer decoder blocks (2018, eq. 2):
+
+    h_0 = U W_e + W_p
+    h_l = transformer_block(h_{l−1})     for l = 1..n
+    P(u) = softmax(h_n W_eᵀ)
+
+``W_e`` is the token embedding, ``W_p`` the learned position embedding, and the output layer reuses
+``W_e`` (tied embeddings). GPT-1 puts LayerNorm after each residual sum ("post-norm", as in Vaswani et
+al. 2017); GPT-2 "moved [layer normalization] to the input of each sub-block ... and an additional layer
+normalization was added after the final self-attention block" ("pre-norm", ``GPTConfig(norm="pre")``).
+
+The file holds, in reading order: :class:`GPTConfig`, the causal self-attention with its key/value
+cache, the MLP, the block, :class:`GPT` (with :meth:`GPT.from_hf` / :meth:`GPT.from_pretrained` to copy
+OpenAI's GPT-2 weights from ``transformers``), the sampling filters (:func:`apply_temperature`,
+:func:`top_k_filter`, :func:`top_p_filter`) and :func:`generate`.
+
+Attention maps come back per layer as ``(batch, heads, query, key)`` tensors, the layout bertviz's
+``head_view`` / ``model_view`` take: ``logits, maps = model(idx, return_attentions=True)``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..text.vocab import check_ids_in_range
+from .multihead import causal_mask, scaled_dot_product_attention
+from .positional import LearnedPositionalEncoding
+
+ACTIVATIONS = {"gelu_tanh": "tanh", "gelu": "none"}  # name -> F.gelu's `approximate`
+NORMS = ("pre", "post")
+
+
+@dataclass
+class GPTConfig:
+    """Sizes of a GPT. The defaults are GPT-2 small (124M parameters); GPT-1 is the same size with
+    ``block_size=512, norm="post"`` and its own 40,478-token vocabulary.
+
+    ``d_ff`` (the MLP's inner width) defaults to 4·d_model, as in both papers. ``dropout`` is used on the
+    embeddings, the attention weights and each sub-layer's output. ``tie_embeddings`` makes the output layer
+    reuse the token embedding ``W_e``. ``activation`` is ``"gelu_tanh"`` (GPT-1 and GPT-2:
+    0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))) or ``"gelu"`` (the exact x·Φ(x)).
+    """
+
+    vocab_size: int = 50257
+    block_size: int = 1024
+    num_layers: int = 12
+    num_heads: int = 12
+    d_model: int = 768
+    d_ff: int | None = None
+    dropout: float = 0.1
+    norm: str = "pre"
+    tie_embeddings: bool = True
+    layer_norm_eps: float = 1e-5
+    activation: str = "gelu_tanh"
+    bias: bool = True
+
+    def __post_init__(self):
+        if self.d_ff is None:
+            self.d_ff = 4 * self.d_model
+        for name in ("vocab_size", "block_size", "num_layers", "num_heads", "d_model", "d_ff"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"GPTConfig.{name} must be a positive int, got {value!r}")
+        if self.d_model % self.num_heads != 0:
+            raise ValueError(f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}: each head "
+                             f"gets d_model / num_heads dimensions; pick num_heads from "
+                             f"{[h for h in range(1, min(self.d_model, 16) + 1) if self.d_model % h == 0]}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        if self.norm not in NORMS:
+            raise ValueError(f"norm must be 'pre' (GPT-2) or 'post' (GPT-1), got {self.norm!r}")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)} ('gelu_tanh' for GPT-1/GPT-2), "
+                             f"got {self.activation!r}")
+        if not self.layer_norm_eps > 0:
+            raise ValueError(f"layer_norm_eps must be positive (GPT-2 uses 1e-5), got {self.layer_norm_eps}")
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.num_heads
+
+
+class KVCache:
+    """The keys and values of every token seen so far, one ``(batch, heads, length, head_dim)`` pair per layer.
+
+    Generating token t+1 needs the keys and values of tokens 1..t in every layer. They do not change once
+    computed (a token only ever attends to earlier ones), so :func:`generate` keeps them here and feeds the
+    model only the new token: one position of work per step instead of the whole prefix.
+    """
+
+    def __init__(self, num_layers: int):
+        self.keys: list[torch.Tensor | None] = [None] * num_layers
+        self.values: list[torch.Tensor | None] = [None] * num_layers
+
+    def __len__(self) -> int:
+        """Number of cached positions."""
+        return 0 if self.keys[0] is None else self.keys[0].size(2)
+
+    def extend(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append the new positions' keys and values of ``layer``; return all of them, cached ones first."""
+        if self.keys[layer] is not None:
+            k = torch.cat([self.keys[layer], k], dim=2)  # (B, H, P+T, hs)
+            v = torch.cat([self.values[layer], v], dim=2)  # (B, H, P+T, hs)
+        self.keys[layer], self.values[layer] = k, v
+        return k, v
+
+
+class CausalSelfAttention(nn.Module):
+    """Masked multi-head self-attention: head_i = softmax(Q_i K_iᵀ / √d_k + M) V_i, M = −∞ above the diagonal.
+
+    Q, K and V come from one ``d_model → 3·d_model`` projection (``qkv``), the layout of GPT-2's ``c_attn``.
+    Without attention maps the fused ``F.scaled_dot_product_attention(is_causal=True)`` does the work; with
+    them, lmlib's written-out :func:`~lmlib.models.multihead.scaled_dot_product_attention` does, masked by
+    :func:`~lmlib.models.multihead.causal_mask`. With a :class:`KVCache`, the T new queries attend to the P
+    cached keys and to the new keys up to their own position.
+    """
+
+    def __init__(self, config: GPTConfig, layer: int):
+        super().__init__()
+        self.layer, self.num_heads, self.d_model = layer, config.num_heads, config.d_model
+        self.dropout = config.dropout
+        self.qkv = nn.Linear(config.d_model, 3 * config.d_model, bias=config.bias)
+        self.proj = nn.Linear(config.d_model, config.d_model, bias=config.bias)
+        self.resid_dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x: torch.Tensor, cache: KVCache | None = None, need_weights: bool = False):
+        B, T, C = x.shape  # batch, new positions, d_model
+        H = self.num_heads
+        q, k, v = self.qkv(x).split(C, dim=2)  # 3 × (B, T, C)
+        q = q.view(B, T, H, C // H).transpose(1, 2)  # (B, H, T, hs)
+        k = k.view(B, T, H, C // H).transpose(1, 2)  # (B, H, T, hs)
+        v = v.view(B, T, H, C // H).transpose(1, 2)  # (B, H, T, hs)
+        if cache is not None:
+            k, v = cache.extend(self.layer, k, v)  # (B, H, P+T, hs): cached keys first
+        P = k.size(2) - T  # cached positions
+        p = self.dropout if self.training else 0.0
+        weights = None
+        if need_weights:
+            mask = causal_mask(P + T, x.device)[P:]  # (T, P+T), True = may not attend
+            y, weights = scaled_dot_product_attention(q, k, v, mask, p)  # (B, H, T, hs), (B, H, T, P+T)
+        elif P == 0 or T == 1:  # whole prefix at once, or one new query that may see every key
+            y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=P == 0 and T > 1)  # (B, H, T, hs)
+        else:
+            allowed = ~causal_mask(P + T, x.device)[P:]  # (T, P+T), True = may attend
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, dropout_p=p)  # (B, H, T, hs)
+        y = y.transpose(1, 2).reshape(B, T, C)  # (B, T, C): heads side by side
+        return self.resid_dropout(self.proj(y)), weights  # (B, T, C)
+
+
+class MLP(nn.Module):
+    """FFN(x) = GELU(x W_1 + b_1) W_2 + b_2, position-wise, with a 4·d_model inner layer."""
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.fc = nn.Linear(config.d_model, config.d_ff, bias=config.bias)
+        self.proj = nn.Linear(config.d_ff, config.d_model, bias=config.bias)
+        self.approximate = ACTIVATIONS[config.activation]
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = F.gelu(self.fc(x), approximate=self.approximate)  # (B, T, d_ff)
+        return self.dropout(self.proj(h))  # (B, T, C)
+
+
+class Block(nn.Module):
+    """One decoder block, with the residual sums placed as each paper has them.
+
+    GPT-1 (post-norm):  h = LN(h + Attn(h));   h = LN(h + FFN(h))
+    GPT-2 (pre-norm):   h = h + Attn(LN(h));   h = h + FFN(LN(h))
+    """
+
+    def __init__(self, config: GPTConfig, layer: int):
+        super().__init__()
+        self.pre_norm = config.norm == "pre"
+        self.ln_1 = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps, bias=config.bias)
+        self.attn = CausalSelfAttention(config, layer)
+        self.ln_2 = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps, bias=config.bias)
+        self.mlp = MLP(config)
+
+    def forward(self, h: torch.Tensor, cache: KVCache | None = None, need_weights: bool = False):
+        if self.pre_norm:
+            a, weights = self.attn(self.ln_1(h), cache, need_weights)  # (B, T, C)
+            h = h + a  # (B, T, C)
+            h = h + self.mlp(self.ln_2(h))  # (B, T, C)
+        else:
+            a, weights = self.attn(h, cache, need_weights)  # (B, T, C)
+            h = self.ln_1(h + a)  # (B, T, C)
+            h = self.ln_2(h + self.mlp(h))  # (B, T, C)
+        return h, weights
+
+
+# How transformers' GPT2LMHeadModel names each weight of lmlib's GPT ("{i}" = layer index).
+HF_GPT2_NAMES = {
+    "tok_emb.weight": "transformer.wte.weight",
+    "pos_emb.pe": "transformer.wpe.weight",
+    "blocks.{i}.ln_1.weight": "transformer.h.{i}.ln_1.weight",
+    "blocks.{i}.ln_1.bias": "transformer.h.{i}.ln_1.bias",
+    "blocks.{i}.attn.qkv.weight": "transformer.h.{i}.attn.c_attn.weight",
+    "blocks.{i}.attn.qkv.bias": "transformer.h.{i}.attn.c_attn.bias",
+    "blocks.{i}.attn.proj.weight": "transformer.h.{i}.attn.c_proj.weight",
+    "blocks.{i}.attn.proj.bias": "transformer.h.{i}.attn.c_proj.bias",
+    "blocks.{i}.ln_2.weight": "transformer.h.{i}.ln_2.weight",
+    "blocks.{i}.ln_2.bias": "transformer.h.{i}.ln_2.bias",
+    "blocks.{i}.mlp.fc.weight": "transformer.h.{i}.mlp.c_fc.weight",
+    "blocks.{i}.mlp.fc.bias": "transformer.h.{i}.mlp.c_fc.bias",
+    "blocks.{i}.mlp.proj.weight": "transformer.h.{i}.mlp.c_proj.weight",
+    "blocks.{i}.mlp.proj.bias": "transformer.h.{i}.mlp.c_proj.bias",
+    "ln_f.weight": "transformer.ln_f.weight",
+    "ln_f.bias": "transformer.ln_f.bias",
+}
+# GPT-2's Conv1D stores its weight as (in, out), nn.Linear as (out, in): these four are transposed.
+HF_GPT2_TRANSPOSED = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
+# Entries of a GPT-2 state dict that are not weights of their own (the tied head) or not weights at all.
+HF_GPT2_SKIPPED = ("lm_head.weight", ".attn.bias", ".attn.masked_bias")
+
+
+class GPT(nn.Module):
+    """A GPT language model: ``logits = model(idx)`` maps ``(batch, seq)`` token ids to ``(batch, seq, vocab)``
+    next-token logits (the logits at position t score token t+1).
+
+    ``model(idx, return_attentions=True)`` returns ``(logits, attentions)``, one ``(batch, heads, seq, seq)``
+    tensor per layer, computed explicitly (slower; for plots and bertviz). ``model(idx, cache=c)`` with a
+    :class:`KVCache` reads and extends the cache: ``idx`` then holds only the positions after the cached ones.
+    """
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.config = config
+        self.tok_emb = nn.Embedding(config.vocab_size, config.d_model)
+        self.pos_emb = LearnedPositionalEncoding(config.d_model, config.block_size, config.dropout)
+        self.blocks = nn.ModuleList(Block(config, i) for i in range(config.num_layers))
+        self.ln_f = (nn.LayerNorm(config.d_model, eps=config.layer_norm_eps, bias=config.bias)
+                     if config.norm == "pre" else nn.Identity())
+        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        if config.tie_embeddings:
+            self.lm_head.weight = self.tok_emb.weight
+        self.reset_parameters()
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        """GPT-2's initialisation: N(0, 0.02) weights, zero biases, LayerNorm 1/0, and the projections that
+        write into the residual stream scaled by 1/√N, N = 2·num_layers residual layers (2019, §2.3)."""
+        for module in self.modules():
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(module.weight, std=0.02)
+                if getattr(module, "bias", None) is not None:
+                    nn.init.zeros_(module.bias)
+            elif isinstance(module, nn.LayerNorm):
+                module.reset_parameters()
+        nn.init.normal_(self.pos_emb.pe, std=0.01)  # GPT-2's position table starts smaller
+        for block in self.blocks:
+            for proj in (block.attn.proj, block.mlp.proj):
+                nn.init.normal_(proj.weight, std=0.02 / math.sqrt(2 * self.config.num_layers))
+
+    def num_parameters(self) -> int:
+        """Parameters counted once (the tied output layer is the token embedding)."""
+        return sum(p.numel() for p in self.parameters())
+
+    def _check_inputs(self, idx: torch.Tensor, cache: KVCache | None) -> None:
+        if not isinstance(idx, torch.Tensor) or idx.ndim != 2 or idx.dtype not in (torch.long, torch.int):
+            got = f"{idx.dtype} tensor of shape {tuple(idx.shape)}" if isinstance(idx, torch.Tensor) else type(idx)
+            raise ValueError(f"idx must be a (batch, seq) tensor of integer token ids, got {got}; "
+                             f"for a single sequence add the batch dimension: idx[None]")
+        if idx.size(0) == 0 or idx.size(1) == 0:
+            raise ValueError(f"idx is empty (shape {tuple(idx.shape)}): give at least one token")
+        past = 0 if cache is None else len(cache)
+        if past + idx.size(1) > self.config.block_size:
+            raise ValueError(f"{past} cached + {idx.size(1)} new = {past + idx.size(1)} positions, but the model "
+                             f"has block_size={self.config.block_size} position embeddings; crop the input to its "
+                             f"last {self.config.block_size} tokens (idx[:, -block_size:]), as generate() does")
+        check_ids_in_range(idx, self.config.vocab_size, "idx", "this GPT's vocabulary (vocab_size)")
+
+    def forward(self, idx: torch.Tensor, cache: KVCache | None = None, return_attentions: bool = False):
+        self._check_inputs(idx, cache)
+        past = 0 if cache is None else len(cache)
+        h = self.pos_emb(self.tok_emb(idx), offset=past)  # (B, T, C): h_0 = U W_e + W_p
+        attentions = []
+        for block in self.blocks:
+            h, weights = block(h, cache, return_attentions)  # (B, T, C); weights (B, H, T, past+T) or None
+            attentions.append(weights)
+        logits = self.lm_head(self.ln_f(h))  # (B, T, V): h_n W_eᵀ, before the softmax
+        return (logits, tuple(attentions)) if return_attentions else logits
+
+    def new_cache(self) -> KVCache:
+        """An empty :class:`KVCache` for this model's layers."""
+        return KVCache(self.config.num_layers)
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        """``nn.Module.load_state_dict``, but a checkpoint of another size says which setting differs."""
+        own = self.state_dict()
+        for key, value in state_dict.items():
+            if key in own and tuple(value.shape) != tuple(own[key].shape):
+                raise ValueError(f"the state dict is for a different GPT: {key} has shape {tuple(value.shape)}, "
+                                 f"this model's has {tuple(own[key].shape)} ({_config_hint(key)}); build the "
+                                 f"model with the GPTConfig the checkpoint was saved with (and its vocabulary)")
+        if strict:
+            missing = sorted(set(own) - set(state_dict))
+            unexpected = sorted(set(state_dict) - set(own))
+            if missing or unexpected:
+                raise ValueError(f"the state dict is for a different GPT: missing {missing[:4]}"
+                                 f"{' ...' if len(missing) > 4 else ''}, unexpected {unexpected[:4]}"
+                                 f"{' ...' if len(unexpected) > 4 else ''} (num_layers, norm or bias differ); "
+                                 f"build the model with the GPTConfig the checkpoint was saved with")
+        return super().load_state_dict(state_dict, strict=strict, assign=assign)
+
+    @classmethod
+    def from_hf(cls, hf_model) -> GPT:
+        """Copy a ``transformers`` ``GPT2LMHeadModel`` (any size) into a new lmlib GPT, in eval mode.
+
+        Every weight is listed in ``HF_GPT2_NAMES``; the four Conv1D weights in ``HF_GPT2_TRANSPOSED`` are
+        transposed; each key and shape is checked, and no weight of the source may be left over.
+        """
+        config = _config_from_hf(hf_model)
+        model = cls(config)
+        source = hf_model.state_dict()
+        target = model.state_dict()
+        used = set()
+        with torch.no_grad():
+            for key, param in target.items():
+                if key == "lm_head.weight":  # tied to tok_emb.weight, copied with it
+                    continue
+                hf_key = _hf_name(key)
+                assert hf_key in source, f"{hf_key} (for lmlib's {key}) is missing from the GPT-2 state dict"
+                value = source[hf_key]
+                if hf_key.endswith(HF_GPT2_TRANSPOSED):
+                    value = value.t()
+                assert value.shape == param.shape, f"{hf_key} {tuple(value.shape)} -> {key} {tuple(param.shape)}"
+                param.copy_(value)
+                used.add(hf_key)
+        left = [k for k in source if k not in used and not k.endswith(HF_GPT2_SKIPPED)]
+        assert not left, f"weights of the GPT-2 model that have no place in lmlib's GPT: {left}"
+        assert torch.equal(source["lm_head.weight"], source["transformer.wte.weight"]), "GPT-2's head is not tied"
+        return model.eval()
+
+    @classmethod
+    def from_pretrained(cls, name: str = "gpt2", **hf_kwargs) -> GPT:
+        """OpenAI's GPT-2 weights from the Hugging Face Hub (``gpt2``, ``gpt2-medium``, ``gpt2-large``,
+        ``gpt2-xl``, ``distilgpt2``, or a local directory), through ``transformers`` and :meth:`from_hf`."""
+        try:
+            from transformers import GPT2LMHeadModel
+        except ImportError as err:
+            raise ImportError("GPT.from_pretrained needs the transformers package: pip install transformers") from err
+        try:
+            hf_model = GPT2LMHeadModel.from_pretrained(name, **hf_kwargs)
+        except OSError as err:
+            offline = os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0") or \
+                os.environ.get("TRANSFORMERS_OFFLINE", "") not in ("", "0")
+            why = ("HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE is set and the weights are not in the local cache"
+                   if offline else "the Hugging Face Hub could not be reached and the weights are not cached")
+            raise OSError(f"could not load GPT-2 weights {name!r}: {why}. Download them once with network access "
+                          f"(unset HF_HUB_OFFLINE), or pass the path of a local copy; to run without them, build "
+                          f"GPT(GPTConfig(...)) and train it") from err
+        return cls.from_hf(hf_model)
+
+
+def _hf_name(key: str) -> str:
+    """lmlib's parameter name -> transformers' GPT2LMHeadModel name, through HF_GPT2_NAMES."""
+    parts = key.split(".")
+    if parts[0] == "blocks":
+        return HF_GPT2_NAMES[".".join(["blocks", "{i}", *parts[2:]])].format(i=parts[1])
+    return HF_GPT2_NAMES[key]
+
+
+def _config_from_hf(hf_model) -> GPTConfig:
+    """The GPTConfig of a transformers GPT2LMHeadModel, refusing models and settings lmlib's GPT cannot copy."""
+    kind = type(hf_model).__name__
+    model_type = getattr(getattr(hf_model, "config", None), "model_type", None)
+    if kind != "GPT2LMHeadModel" or model_type != "gpt2":
+        raise ValueError(f"GPT.from_hf copies a transformers GPT2LMHeadModel (model_type 'gpt2'), got a {kind} "
+                         f"(model_type {model_type!r}); load a GPT-2 checkpoint with "
+                         f"GPT2LMHeadModel.from_pretrained('gpt2') (or GPT.from_pretrained('gpt2'))")
+    c = hf_model.config
+    activations = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}
+    unsupported = {
+        "activation_function": c.activation_function if c.activation_function not in activations else None,
+        "scale_attn_weights": None if c.scale_attn_weights else False,
+        "scale_attn_by_inverse_layer_idx": True if c.scale_attn_by_inverse_layer_idx else None,
+        "reorder_and_upcast_attn": True if c.reorder_and_upcast_attn else None,
+        "add_cross_attention": True if getattr(c, "add_cross_attention", False) else None,
+        "tie_word_embeddings": None if getattr(c, "tie_word_embeddings", True) else False,
+    }
+    bad = {k: v for k, v in unsupported.items() if v is not None}
+    if bad:
+        raise ValueError(f"this GPT-2 uses settings lmlib's GPT does not implement: {bad}; only the original "
+                         f"GPT-2 recipe (gelu_new, scaled attention, tied head) can be copied")
+    return GPTConfig(vocab_size=c.vocab_size, block_size=c.n_positions, num_layers=c.n_layer, num_heads=c.n_head,
+                     d_model=c.n_embd, d_ff=c.n_inner or 4 * c.n_embd, dropout=c.resid_pdrop, norm="pre",
+                     tie_embeddings=True, layer_norm_eps=c.layer_norm_epsilon,
+                     activation=activations[c.activation_function])
+
+
+def _config_hint(key: str) -> str:
+    """Which GPTConfig field sets the shape of the parameter ``key``."""
+    if key.startswith(("tok_emb", "lm_head")):
+        return "vocab_size or d_model differ"
+    if key.startswith("pos_emb"):
+        return "block_size or d_model differ"
+    if ".mlp." in key:
+        return "d_ff or d_model differ"
+    return "d_model differs"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Sampling: pure functions on a (..., vocab) tensor of logits, applied in this order by generate().
+
+
+def apply_temperature(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """softmax(z / τ): logits divided by the temperature τ > 0. τ < 1 sharpens the distribution, τ > 1
+    flattens it, τ → 0 approaches the argmax (use ``greedy=True`` for exactly that)."""
+    if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or not temperature > 0:
+        raise ValueError(f"temperature must be a number > 0, got {temperature!r}; for argmax decoding use "
+                         f"greedy=True instead of temperature 0")
+    return logits / temperature
+
+
+def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
+    """Keep the k largest logits of each row, set the rest to −∞ (Fan et al. 2018).
+
+    Ties: every logit equal to the k-th largest is kept too, so a row keeps more than k tokens when
+    several share the boundary value (the rule does not depend on the order of the vocabulary).
+    ``k`` at least the vocabulary size keeps everything.
+    """
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"top_k must be an int >= 1 (the number of tokens kept), got {k!r}; use top_k=None to "
+                         f"keep every token")
+    if k >= logits.size(-1):
+        return logits
+    kth = torch.topk(logits, k, dim=-1).values[..., -1:]  # (..., 1): the k-th largest value
+    return logits.masked_fill(logits < kth, float("-inf"))
+
+
+def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
+    """Nucleus filter (Holtzman et al. 2020): keep the smallest set of most probable tokens whose probability
+    mass reaches p, set the rest to −∞.
+
+    Token i is kept when the tokens strictly more probable than it hold less than p in total:
+    Σ_{j: P(j) > P(i)} P(j) < p. So the most probable token is always kept, the kept set is the shortest
+    prefix of the sorted distribution with mass ≥ p, and tokens tied in probability are kept or dropped
+    together (a tie at the boundary keeps all of them). ``p = 1`` keeps every token.
+    """
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 < p <= 1.0:
+        raise ValueError(f"top_p must be in (0, 1] (the probability mass kept), got {p!r}; use top_p=None or "
+                         f"1.0 to keep every token")
+    if p >= 1.0:
+        return logits
+    probs = torch.softmax(logits.float(), dim=-1)  # (..., V)
+    ascending = probs.sort(dim=-1).values  # (..., V)
+    # mass above each probability: total mass of the tokens whose probability is strictly greater
+    mass_upto = torch.cat([torch.zeros_like(ascending[..., :1]), ascending.cumsum(dim=-1)], dim=-1)  # (..., V+1)
+    at_or_below = torch.searchsorted(ascending, probs.contiguous(), right=True)  # (..., V): how many ≤ P(i)
+    above = mass_upto[..., -1:] - mass_upto.gather(-1, at_or_below)  # (..., V)
+    return logits.masked_fill(above >= p, float("-inf"))
+
+
+@torch.no_grad()
+def generate(model: GPT, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
+             top_p: float | None = None, greedy: bool = False, generator: torch.Generator | None = None,
+             seed: int | None = None, use_cache: bool = True) -> torch.Tensor:
+    """Append ``max_new_tokens`` tokens to each row of ``idx`` (batch, seq), one at a time; returns (batch, seq + new).
+
+    Each step takes the logits of the last position, divides them by ``temperature``, applies
+    :func:`top_k_filter` then :func:`top_p_filter`, and samples from the softmax (or takes the argmax,
+    first index on ties, with ``greedy=True``). ``seed`` (or a ``torch.Generator``) makes sampling
+    repeatable. With ``use_cache`` each step feeds only the new token and reuses the cached keys and values;
+    once the context is full (``block_size``), the window slides: the model rereads the last ``block_size``
+    tokens, since every position embedding changes.
+    """
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
+    if generator is not None and seed is not None:
+        raise ValueError("give either a generator or a seed, not both")
+    if not greedy:  # check the filters' arguments before any work
+        apply_temperature(torch.zeros(1), temperature)
+        if top_k is not None:
+            top_k_filter(torch.zeros(1), top_k)
+        if top_p is not None:
+            top_p_filter(torch.zeros(1), top_p)
+    if seed is not None:
+        generator = torch.Generator(device=idx.device).manual_seed(seed)
+    block_size = model.config.block_size
+    was_training = model.training
+    model.eval()
+    try:
+        cache = None
+        for _ in range(max_new_tokens):
+            if not use_cache:
+                logits = model(idx[:, -block_size:])  # (B, T, V)
+            elif cache is None or idx.size(1) > block_size:  # first step, or the window slid: read it afresh
+                cache = model.new_cache()
+                logits = model(idx[:, -block_size:], cache=cache)  # (B, T, V)
+            else:
+                logits = model(idx[:, len(cache) - idx.size(1):], cache=cache)  # (B, 1, V): the newest token only
+            logits = logits[:, -1, :]  # (B, V): scores for the next token
+            if greedy:
+                next_id = logits.argmax(dim=-1, keepdim=True)  # (B, 1)
+            else:
+                logits = apply_temperature(logits, temperature)
+                if top_k is not None:
+                    logits = top_k_filter(logits, top_k)
+                if top_p is not None:
+                    logits = top_p_filter(logits, top_p)
+                next_id = torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator)  # (B, 1)
+            idx = torch.cat([idx, next_id], dim=1)  # (B, T+1)
+    finally:
+        model.train(was_training)
+    return idx
+
+
+__all__ = ["GPT", "GPTConfig", "KVCache", "apply_temperature", "generate", "top_k_filter", "top_p_filter",
+           "HF_GPT2_NAMES", "HF_GPT2_TRANSPOSED"]
