@@ -5,9 +5,9 @@ datasets), :class:`lmlib.text.vocab.Vocab`, :mod:`lmlib.text.batching` and :clas
 """
 
 from .course.presets import choose
-from .training.runtime import pick_device, seed_everything
+from .runtime import eval_mode, pick_device, seed_everything
 from .training.trainer import BatchResult, Callback, EvalResult, Trainer
 from .text.vocab import Vocab
 
 __version__ = "0.1.0"
-__all__ = ["BatchResult", "Callback", "EvalResult", "Trainer", "Vocab", "choose", "pick_device", "seed_everything"]
+__all__ = ["BatchResult", "Callback", "EvalResult", "Trainer", "Vocab", "choose", "eval_mode", "pick_device", "seed_everything"]

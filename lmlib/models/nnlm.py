@@ -26,6 +26,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..runtime import eval_mode
+
 
 @dataclass
 class NNLMConfig:
@@ -137,10 +139,8 @@ def perplexity(model: NNLM, contexts: torch.Tensor, targets: torch.Tensor, batch
     """PPL = exp(-(1/N) Σ_t log P(w_t | context_t)) over all N windows (every token of the text)."""
     if targets.numel() == 0:
         raise ValueError("no windows to evaluate: targets is empty; build contexts and targets with ngram_windows")
-    was_training = model.training
-    model.eval()
-    total = 0.0
-    for x, y in window_batches(contexts, targets, batch_size):
-        total += F.cross_entropy(model(x), y, reduction="sum").item()
-    model.train(was_training)
+    with eval_mode(model):
+        total = 0.0
+        for x, y in window_batches(contexts, targets, batch_size):
+            total += F.cross_entropy(model(x), y, reduction="sum").item()
     return math.exp(total / targets.numel())

@@ -21,6 +21,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..runtime import eval_mode
+
 from . import rnn as lmlib_rnn
 
 CORES = {
@@ -133,15 +135,13 @@ def sample(model: RNNLM, prompt_ids: list[int], length: int, temperature: float 
         raise ValueError(f"temperature must be positive, got {temperature}")
     if not prompt_ids:
         raise ValueError("the prompt must hold at least one token")
-    was_training = model.training
-    model.eval()
-    device = next(model.parameters()).device
-    logits, state = model(torch.tensor([prompt_ids], device=device))
-    out = []
-    for _ in range(length):
-        probs = F.softmax(logits[0, -1] / temperature, dim=-1)
-        nxt = int(torch.multinomial(probs, 1, generator=generator))
-        out.append(nxt)
-        logits, state = model(torch.tensor([[nxt]], device=device), state)
-    model.train(was_training)
+    with eval_mode(model):
+        device = next(model.parameters()).device
+        logits, state = model(torch.tensor([prompt_ids], device=device))
+        out = []
+        for _ in range(length):
+            probs = F.softmax(logits[0, -1] / temperature, dim=-1)
+            nxt = int(torch.multinomial(probs, 1, generator=generator))
+            out.append(nxt)
+            logits, state = model(torch.tensor([[nxt]], device=device), state)
     return out

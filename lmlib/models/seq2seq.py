@@ -29,6 +29,8 @@ from torch import nn
 from torch.nn import functional as F
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from ..runtime import eval_mode
+
 from .attention import SCORE_FUNCTIONS, make_attention
 from ..training.trainer import BatchResult
 from ..text.vocab import check_ids_in_range, check_special_ids
@@ -209,32 +211,38 @@ class Hypothesis(NamedTuple):
     score: float
 
 
+def _check_decoding(src: torch.Tensor, max_len: int, beam_size: int | None = None) -> None:
+    if beam_size is not None and src.shape[0] != 1:
+        raise ValueError(f"beam_search decodes one sentence at a time; got a batch of {src.shape[0]}")
+    if beam_size is not None and beam_size < 1:
+        raise ValueError(f"beam_size is the number of prefixes kept and must be at least 1, got {beam_size}")
+    if max_len < 1:
+        raise ValueError(f"max_len is the number of decoding steps and must be at least 1, got {max_len}")
+
+
 @torch.no_grad()
 def greedy_decode(model, src: torch.Tensor, src_mask: torch.Tensor, max_len: int = 20):
     """ŷ_i = argmax_y p(y | ŷ_<i, x), for a batch. Returns (token lists without <eos>, log-probabilities
     of those sequences including <eos> when it was produced, attention weights (batch, steps, S) or None)."""
-    if max_len < 1:
-        raise ValueError(f"max_len is the number of decoding steps and must be at least 1, got {max_len}")
+    _check_decoding(src, max_len)
     bos, eos = model.config.bos_id, model.config.eos_id
-    was_training = model.training
-    model.eval()
-    state = model.start(src, src_mask)
-    batch = src.shape[0]
-    y = torch.full((batch,), bos, dtype=torch.long, device=src.device)
-    done = torch.zeros(batch, dtype=torch.bool, device=src.device)
-    tokens, total, alphas = [[] for _ in range(batch)], torch.zeros(batch), []
-    for _ in range(max_len):
-        logp, state, weights = model.step(y, state)
-        y = logp.argmax(-1)
-        total += torch.where(done, 0.0, logp.gather(-1, y[:, None]).squeeze(-1)).cpu()
-        alphas.append(weights)
-        for b in (~done).nonzero().flatten().tolist():
-            if y[b].item() != eos:
-                tokens[b].append(y[b].item())
-        done |= y == eos
-        if done.all():
-            break
-    model.train(was_training)
+    with eval_mode(model):
+        state = model.start(src, src_mask)
+        batch = src.shape[0]
+        y = torch.full((batch,), bos, dtype=torch.long, device=src.device)
+        done = torch.zeros(batch, dtype=torch.bool, device=src.device)
+        tokens, total, alphas = [[] for _ in range(batch)], torch.zeros(batch), []
+        for _ in range(max_len):
+            logp, state, weights = model.step(y, state)
+            y = logp.argmax(-1)
+            total += torch.where(done, 0.0, logp.gather(-1, y[:, None]).squeeze(-1)).cpu()
+            alphas.append(weights)
+            for b in (~done).nonzero().flatten().tolist():
+                if y[b].item() != eos:
+                    tokens[b].append(y[b].item())
+            done |= y == eos
+            if done.all():
+                break
     weights = None if alphas[0] is None else torch.stack(alphas, 1)
     return tokens, total.tolist(), weights
 
@@ -250,51 +258,44 @@ def beam_search(model, src: torch.Tensor, src_mask: torch.Tensor, beam_size: int
     log-probability (which favours short outputs), alpha = 1 the mean log-probability per word.
     With beam_size = 1 this is exactly greedy decoding.
     """
-    if src.shape[0] != 1:
-        raise ValueError(f"beam_search decodes one sentence at a time; got a batch of {src.shape[0]}")
-    if beam_size < 1:
-        raise ValueError(f"beam_size is the number of prefixes kept and must be at least 1, got {beam_size}")
-    if max_len < 1:
-        raise ValueError(f"max_len is the number of decoding steps and must be at least 1, got {max_len}")
+    _check_decoding(src, max_len, beam_size)
     bos, eos = model.config.bos_id, model.config.eos_id
-    was_training = model.training
-    model.eval()
-    state = model.start(src, src_mask)
-    prefixes: list[list[int]] = [[]]
-    scores = torch.zeros(1)
-    y = torch.tensor([bos], device=src.device)
-    finished: list[Hypothesis] = []
+    with eval_mode(model):
+        state = model.start(src, src_mask)
+        prefixes: list[list[int]] = [[]]
+        scores = torch.zeros(1)
+        y = torch.tensor([bos], device=src.device)
+        finished: list[Hypothesis] = []
 
-    def rank(tokens, log_prob):
-        return Hypothesis(tokens, log_prob, log_prob / max(len(tokens) + 1, 1) ** alpha)
+        def rank(tokens, log_prob):
+            return Hypothesis(tokens, log_prob, log_prob / max(len(tokens) + 1, 1) ** alpha)
 
-    for _ in range(max_len):
-        logp, state, _ = model.step(y, state)
-        total = (scores[:, None] + logp.cpu()).flatten()
-        vocab = logp.shape[-1]
-        best = total.topk(min(2 * beam_size, total.numel())).indices
-        keep_rows, keep_words, keep_scores = [], [], []
-        for flat in best.tolist():
-            row, word = divmod(flat, vocab)
-            if word == eos:
-                finished.append(rank(prefixes[row], total[flat].item()))
-            else:
-                keep_rows.append(row)
-                keep_words.append(word)
-                keep_scores.append(total[flat].item())
-            if len(keep_rows) == beam_size or len(finished) >= beam_size:
+        for _ in range(max_len):
+            logp, state, _ = model.step(y, state)
+            total = (scores[:, None] + logp.cpu()).flatten()
+            vocab = logp.shape[-1]
+            best = total.topk(min(2 * beam_size, total.numel())).indices
+            keep_rows, keep_words, keep_scores = [], [], []
+            for flat in best.tolist():
+                row, word = divmod(flat, vocab)
+                if word == eos:
+                    finished.append(rank(prefixes[row], total[flat].item()))
+                else:
+                    keep_rows.append(row)
+                    keep_words.append(word)
+                    keep_scores.append(total[flat].item())
+                if len(keep_rows) == beam_size or len(finished) >= beam_size:
+                    break
+            if len(finished) >= beam_size or not keep_rows:
                 break
-        if len(finished) >= beam_size or not keep_rows:
-            break
-        index = torch.tensor(keep_rows, device=src.device)
-        state = _select(state, index)
-        prefixes = [prefixes[r] + [w] for r, w in zip(keep_rows, keep_words)]
-        scores = torch.tensor(keep_scores)
-        y = torch.tensor(keep_words, device=src.device)
-    else:
-        # out of steps: unfinished prefixes compete too (their score lacks the <eos> term)
-        finished.extend(rank(p, s) for p, s in zip(prefixes, scores.tolist()))
-    model.train(was_training)
+            index = torch.tensor(keep_rows, device=src.device)
+            state = _select(state, index)
+            prefixes = [prefixes[r] + [w] for r, w in zip(keep_rows, keep_words)]
+            scores = torch.tensor(keep_scores)
+            y = torch.tensor(keep_words, device=src.device)
+        else:
+            # out of steps: unfinished prefixes compete too (their score lacks the <eos> term)
+            finished.extend(rank(p, s) for p, s in zip(prefixes, scores.tolist()))
     return sorted(finished, key=lambda h: -h.score)
 
 
@@ -304,10 +305,8 @@ def sequence_log_prob(model, src: torch.Tensor, src_mask: torch.Tensor, tokens: 
     c = model.config
     tgt_in = torch.tensor([[c.bos_id] + tokens], device=src.device)
     tgt_out = torch.tensor([tokens + [c.eos_id]], device=src.device)
-    was_training = model.training
-    model.eval()
-    logp, _ = model(src, src_mask, tgt_in)
-    model.train(was_training)
+    with eval_mode(model):
+        logp, _ = model(src, src_mask, tgt_in)
     return logp.gather(-1, tgt_out[..., None]).sum().item()
 
 

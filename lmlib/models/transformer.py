@@ -25,6 +25,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..runtime import eval_mode
+
 from .multihead import MultiHeadAttention, causal_mask
 from .positional import LearnedPositionalEncoding, SinusoidalPositionalEncoding
 from ..training.trainer import BatchResult
@@ -272,11 +274,9 @@ class Transformer(nn.Module):
     @torch.no_grad()
     def attention_maps(self, src: torch.Tensor, src_mask: torch.Tensor, tgt_in: torch.Tensor) -> AttentionMaps:
         """Every attention weight of one teacher-forced pass, per layer ``(batch, heads, query, key)``."""
-        was_training = self.training
-        self.eval()
-        memory, enc = self.encode(src, src_mask, need_weights=True)
-        _, dec_self, cross = self.decode(tgt_in, memory, src_mask, need_weights=True)
-        self.train(was_training)
+        with eval_mode(self):
+            memory, enc = self.encode(src, src_mask, need_weights=True)
+            _, dec_self, cross = self.decode(tgt_in, memory, src_mask, need_weights=True)
         return AttentionMaps(enc, dec_self, cross)
 
 

@@ -32,6 +32,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..runtime import eval_mode
+
 from ..text.batching import batchify, bptt_batches
 from ..training.callbacks import GradientClipping
 from ..data import sha256_of
@@ -88,7 +90,7 @@ def pretrain(out_dir: str | Path, steps: int | None = None) -> dict:
     ``awd_lstm_ptb.safetensors`` (fp16), ``vocab.json`` and ``pretrain.json`` to ``out_dir``."""
     from safetensors.torch import save_file
 
-    from ..training.runtime import seed_everything
+    from ..runtime import seed_everything
 
     recipe = dict(PRETRAIN_RECIPE, steps=steps or PRETRAIN_RECIPE["steps"])
     seed_everything(recipe["seed"])
@@ -468,13 +470,11 @@ def accuracy(model: ULMFiTClassifier, seqs: Sequence[Sequence[int]], labels: Seq
              batch_size: int = 256, max_len: int = 60) -> float:
     from ..text.batching import classification_batches
 
-    was = model.training
-    model.eval()
-    correct = 0
-    for b in classification_batches(seqs, labels, batch_size, model.encoder.cfg.pad_id, shuffle=False,
-                                    max_len=max_len, truncate=True):
-        correct += int((model(b.ids, b.mask).argmax(-1) == b.labels).sum())
-    model.train(was)
+    with eval_mode(model):
+        correct = 0
+        for b in classification_batches(seqs, labels, batch_size, model.encoder.cfg.pad_id, shuffle=False,
+                                        max_len=max_len, truncate=True):
+            correct += int((model(b.ids, b.mask).argmax(-1) == b.labels).sum())
     return correct / len(seqs)
 
 

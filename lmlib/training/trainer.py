@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .runtime import pick_device
+from ..runtime import eval_mode, pick_device
 
 
 @dataclass
@@ -53,6 +53,46 @@ def _as_result(out: Any) -> BatchResult:
     if isinstance(out, torch.Tensor):
         return BatchResult(out)
     raise TypeError(f"loss_fn must return a scalar tensor or a BatchResult, got {type(out).__name__}")
+
+
+def to_device(batch: Any, device: torch.device) -> Any:
+    """``batch`` with every tensor in it (also inside tuples, named tuples, lists and dicts) moved to ``device``."""
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device)
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):
+        return type(batch)(*(to_device(b, device) for b in batch))
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(to_device(b, device) for b in batch)
+    if isinstance(batch, dict):
+        return {k: to_device(v, device) for k, v in batch.items()}
+    return batch
+
+
+def _reset_state(loss_fn: Callable) -> None:
+    reset = getattr(loss_fn, "reset", None)
+    if callable(reset):
+        reset()
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, loss_fn: Callable[[nn.Module, Any], torch.Tensor | BatchResult],
+             batches: Iterable[Any], device: torch.device | None = None) -> EvalResult:
+    """Mean loss of ``model`` over ``batches`` (and accuracy when ``loss_fn`` reports ``correct``), in eval
+    mode and without gradients: no optimizer is involved. Items are weighted by the ``n`` each batch
+    reports, so the mean is per token for language models. A stateful ``loss_fn`` is reset before and after."""
+    total, count, correct, has_correct = 0.0, 0, 0, False
+    with eval_mode(model):
+        _reset_state(loss_fn)
+        for batch in batches:
+            result = _as_result(loss_fn(model, batch if device is None else to_device(batch, device)))
+            total += result.loss.item() * result.n
+            count += result.n
+            if result.correct is not None:
+                has_correct, correct = True, correct + result.correct
+        _reset_state(loss_fn)
+    if count == 0:
+        raise ValueError("the evaluation data yielded no batches")
+    return EvalResult(total / count, count, correct / count if has_correct else None)
 
 
 class Callback:
@@ -114,15 +154,7 @@ class Trainer:
             getattr(cb, hook)(self, *args)
 
     def to_device(self, batch: Any) -> Any:
-        if isinstance(batch, torch.Tensor):
-            return batch.to(self.device)
-        if isinstance(batch, tuple) and hasattr(batch, "_fields"):
-            return type(batch)(*(self.to_device(b) for b in batch))
-        if isinstance(batch, (list, tuple)):
-            return type(batch)(self.to_device(b) for b in batch)
-        if isinstance(batch, dict):
-            return {k: self.to_device(v) for k, v in batch.items()}
-        return batch
+        return to_device(batch, self.device)
 
     @staticmethod
     def _batches(data: Batches, epoch: int) -> Iterable[Any]:
@@ -132,11 +164,6 @@ class Trainer:
             raise TypeError("a one-shot iterator cannot be replayed each epoch: pass a list of batches "
                             "or a function epoch -> batches")
         return data
-
-    def _reset_state(self) -> None:
-        reset = getattr(self.loss_fn, "reset", None)
-        if callable(reset):
-            reset()
 
     @property
     def lr(self) -> float:
@@ -175,7 +202,7 @@ class Trainer:
         for _ in range(epochs):
             start = time.perf_counter()
             self._emit("on_epoch_begin")
-            self._reset_state()
+            _reset_state(self.loss_fn)
             total, count = 0.0, 0
             for batch in self._batches(train, self.epoch):
                 result = self.train_step(batch)
@@ -200,26 +227,11 @@ class Trainer:
         self._emit("on_fit_end")
         return self.history
 
-    @torch.no_grad()
     def evaluate(self, data: Batches) -> EvalResult:
-        """Mean loss (and accuracy when the loss function reports ``correct``) over ``data``, in eval mode."""
-        was_training = self.model.training
-        self.model.eval()
-        self._reset_state()
-        total, count, correct, has_correct = 0.0, 0, 0, False
-        for batch in self._batches(data, self.epoch):
-            result = _as_result(self.loss_fn(self.model, self.to_device(batch)))
-            total += result.loss.item() * result.n
-            count += result.n
-            if result.correct is not None:
-                has_correct, correct = True, correct + result.correct
-        self._reset_state()
-        self.model.train(was_training)
-        if count == 0:
-            raise ValueError("the evaluation data yielded no batches")
-        res = EvalResult(total / count, count, correct / count if has_correct else None)
-        self._emit("on_evaluate_end", res)
-        return res
+        """:func:`evaluate` of the trainer's model and loss on ``data``; callbacks see the result."""
+        result = evaluate(self.model, self.loss_fn, self._batches(data, self.epoch), self.device)
+        self._emit("on_evaluate_end", result)
+        return result
 
     # -- checkpoints ---------------------------------------------------------------------------------
     def state_dict(self) -> dict:

@@ -27,7 +27,7 @@ import torch
 
 from lmlib.models import ulmfit as U
 from lmlib.models.awd_lstm import AWDLSTMConfig, AWDLSTMLanguageModel
-from lmlib.training.runtime import seed_everything
+from lmlib.runtime import seed_everything
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SETTINGS = dict(

@@ -21,7 +21,7 @@ import torch
 from gensim.models import Word2Vec as GensimWord2Vec
 
 from lmlib.data import load_analogies, load_ptb, load_simlex999, load_wordsim353
-from lmlib.training.runtime import seed_everything
+from lmlib.runtime import seed_everything
 from lmlib.models.word2vec import Word2VecConfig, train_word2vec
 from lmlib.eval.word_eval import evaluate_analogies, evaluate_word_pairs
 

@@ -1,9 +1,15 @@
-"""Seeding and device choice, so every run can be repeated exactly."""
+"""Seeding, device choice and evaluation mode: what every layer of lmlib needs to run a model repeatably.
+
+It sits below all of them (it imports no other lmlib module), so models, training and recipes can all
+use it without pointing upward.
+"""
 
 from __future__ import annotations
 
 import os
 import random
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import torch
@@ -27,3 +33,15 @@ def pick_device(preference: str = "auto") -> torch.device:
     if preference == "cuda" and not torch.cuda.is_available():
         raise RuntimeError("device 'cuda' was asked for but PyTorch sees no CUDA GPU; use 'auto' or 'cpu'")
     return torch.device(preference)
+
+
+@contextmanager
+def eval_mode(model: torch.nn.Module) -> Iterator[torch.nn.Module]:
+    """Switch ``model`` to evaluation mode (dropout and batch-norm statistics frozen) inside the block and
+    restore the mode it had afterwards, even if the block raises."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        model.train(was_training)
