@@ -45,3 +45,61 @@ def test_errors():
         LearnedPositionalEncoding(8)(torch.randn(1, 0, 8))
     with pytest.raises(ValueError, match="d_model=8"):
         LearnedPositionalEncoding(8)(torch.randn(1, 3, 6))
+
+
+def paper_table_float64(num_positions, d_model):
+    """§3.5 in float64, entry by entry: PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(same)."""
+    pe = torch.empty(num_positions, d_model, dtype=torch.float64)
+    for pos in range(num_positions):
+        for i in range(d_model // 2):
+            angle = pos / 10000 ** (2 * i / d_model)
+            pe[pos, 2 * i], pe[pos, 2 * i + 1] = math.sin(angle), math.cos(angle)
+    return pe
+
+
+@pytest.mark.parametrize("d_model", [2, 6, 64])
+def test_sinusoidal_module_adds_the_papers_table_computed_in_float64(d_model):
+    want = paper_table_float64(200, d_model)
+    torch.testing.assert_close(sinusoidal_encoding(200, d_model).double(), want, atol=1e-6, rtol=0)
+    module = SinusoidalPositionalEncoding(d_model, max_len=200)
+    x = torch.randn(2, 40, d_model)
+    for offset in (0, 17, 160):
+        got = module(x, offset=offset).double()
+        torch.testing.assert_close(got - x.double(), want[offset:offset + 40].expand(2, 40, d_model), atol=2e-6, rtol=0)
+
+
+def test_sinusoid_at_pos_plus_k_is_a_rotation_of_the_sinusoid_at_pos():
+    # sin(a + b) = cos(b) sin(a) + sin(b) cos(a),  cos(a + b) = -sin(b) sin(a) + cos(b) cos(a): with a = pos·ω_i and
+    # b = k·ω_i, pair i of PE(pos + k) is the 2×2 rotation R(k·ω_i) of pair i of PE(pos), whatever pos is.
+    d = 16
+    pe = sinusoidal_encoding(120, d).double()
+    omega = [10000 ** (-2 * i / d) for i in range(d // 2)]
+    for k in (1, 5, 37):
+        M = torch.zeros(d, d, dtype=torch.float64)
+        for i, w in enumerate(omega):
+            c, s = math.cos(k * w), math.sin(k * w)
+            M[2 * i:2 * i + 2, 2 * i:2 * i + 2] = torch.tensor([[c, s], [-s, c]], dtype=torch.float64)
+        torch.testing.assert_close(M @ M.T, torch.eye(d, dtype=torch.float64))  # a rotation: orthogonal
+        torch.testing.assert_close(pe[:-k] @ M.T, pe[k:], atol=1e-5, rtol=0)  # one M serves every pos
+
+
+def test_learned_encoding_adds_exactly_its_own_rows_and_trains_only_those():
+    torch.manual_seed(0)
+    learned = LearnedPositionalEncoding(4, max_len=10)
+    table = learned.pe.detach().clone()
+    x = torch.randn(3, 5, 4)
+    for offset in (0, 2, 5):
+        out = learned(x, offset=offset)
+        for b in range(3):
+            for t in range(5):  # a manual gather: row offset + t of the table goes to position t
+                assert torch.equal(out[b, t], x[b, t] + table[offset + t])
+    # gradient: d out[b, t] / d pe[offset + t] is the identity, so pe[offset + t] collects the upstream
+    # gradient of position t summed over the batch; rows outside offset..offset+4 get exactly zero
+    upstream = torch.randn(3, 5, 4)
+    x.requires_grad_(True)
+    (learned(x, offset=2) * upstream).sum().backward()
+    want = torch.zeros(10, 4)
+    want[2:7] = upstream.sum(0)
+    torch.testing.assert_close(learned.pe.grad, want)
+    assert torch.equal(learned.pe.grad[:2], torch.zeros(2, 4)) and torch.equal(learned.pe.grad[7:], torch.zeros(3, 4))
+    torch.testing.assert_close(x.grad, upstream)
