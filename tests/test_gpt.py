@@ -1,0 +1,252 @@
+"""lmlib.models.gpt: shapes, the key/value cache, sampling filters, bad input, and a copy of transformers' GPT-2."""
+
+import ast
+import inspect
+import math
+
+import pytest
+import torch
+
+from lmlib.models import gpt as gpt_module
+from lmlib.models.gpt import (
+    GPT,
+    HF_GPT2_TRANSPOSED,
+    GPTConfig,
+    apply_temperature,
+    generate,
+    top_k_filter,
+    top_p_filter,
+)
+
+torch.set_num_threads(1)
+NEG = float("-inf")
+
+
+def tiny(**overrides) -> GPT:
+    torch.manual_seed(0)
+    settings = dict(vocab_size=23, block_size=16, num_layers=2, num_heads=2, d_model=16, dropout=0.0)
+    settings.update(overrides)
+    return GPT(GPTConfig(**settings)).eval()
+
+
+# --- config and forward -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("field, value, words", [
+    ("vocab_size", 0, "positive int"),
+    ("num_heads", 3, "not divisible"),
+    ("dropout", 1.0, "[0, 1)"),
+    ("norm", "middle", "'pre' (GPT-2) or 'post' (GPT-1)"),
+    ("activation", "relu", "gelu_tanh"),
+    ("layer_norm_eps", 0.0, "positive"),
+])
+def test_config_refuses_bad_fields(field, value, words):
+    settings = dict(vocab_size=10, d_model=16, num_heads=2)
+    settings[field] = value
+    with pytest.raises(ValueError) as info:
+        GPTConfig(**settings)
+    assert words in str(info.value)
+
+
+@pytest.mark.parametrize("norm", ["pre", "post"])
+def test_shapes_tied_head_and_attention_maps(norm):
+    model = tiny(norm=norm)
+    idx = torch.randint(0, 23, (3, 10))
+    logits = model(idx)
+    assert logits.shape == (3, 10, 23)
+    assert model.lm_head.weight is model.tok_emb.weight
+    assert isinstance(model.ln_f, torch.nn.LayerNorm) == (norm == "pre")
+    explicit, maps = model(idx, return_attentions=True)
+    torch.testing.assert_close(explicit, logits, atol=1e-5, rtol=0)
+    assert len(maps) == 2 and all(m.shape == (3, 2, 10, 10) for m in maps)
+    torch.testing.assert_close(maps[0].sum(-1), torch.ones(3, 2, 10))
+    assert (maps[1].triu(diagonal=1) == 0).all()  # no position looks ahead
+
+
+def test_untied_head_and_residual_init():
+    model = tiny(tie_embeddings=False, num_layers=8)
+    assert model.lm_head.weight is not model.tok_emb.weight
+    assert model.num_parameters() == sum(p.numel() for p in model.parameters())
+    std = model.blocks[0].mlp.proj.weight.std().item()
+    assert abs(std - 0.02 / math.sqrt(16)) < 0.002  # 1/√N with N = 2·num_layers
+
+
+def test_prediction_at_t_does_not_depend_on_later_tokens():
+    model = tiny()
+    a = torch.randint(0, 23, (1, 12))
+    b = a.clone()
+    b[0, 7:] = (b[0, 7:] + 1) % 23
+    torch.testing.assert_close(model(a)[:, :7], model(b)[:, :7])
+
+
+@pytest.mark.parametrize("norm", ["pre", "post"])
+def test_kv_cache_equals_recomputing_at_every_step(norm):
+    model = tiny(norm=norm)
+    idx = torch.randint(0, 23, (2, 16))
+    with torch.no_grad():
+        cache = model.new_cache()
+        prompt = model(idx[:, :5], cache=cache)
+        torch.testing.assert_close(prompt, model(idx[:, :5]), atol=1e-5, rtol=0)
+        chunk = model(idx[:, 5:8], cache=cache)  # several new tokens after a cached prefix
+        torch.testing.assert_close(chunk, model(idx[:, :8])[:, 5:], atol=1e-5, rtol=0)
+        for t in range(8, 16):
+            step = model(idx[:, t:t + 1], cache=cache)[:, -1]
+            torch.testing.assert_close(step, model(idx[:, :t + 1])[:, -1], atol=1e-5, rtol=0)
+        assert len(cache) == 16
+        _, maps = model(idx[:, :4], cache=model.new_cache(), return_attentions=True)
+        assert maps[0].shape == (2, 2, 4, 4)
+
+
+def test_generate_with_cache_equals_without_and_slides_past_block_size():
+    model = tiny()
+    prompt = torch.randint(0, 23, (2, 3))
+    for kwargs in (dict(greedy=True), dict(seed=5, top_k=5, temperature=0.8), dict(seed=5, top_p=0.9)):
+        fast = generate(model, prompt, 20, use_cache=True, **kwargs)  # 23 tokens > block_size 16
+        slow = generate(model, prompt, 20, use_cache=False, **kwargs)
+        assert fast.shape == (2, 23) and torch.equal(fast, slow), kwargs
+        assert torch.equal(fast[:, :3], prompt)
+
+
+def test_seed_repeats_samples_and_generator_works():
+    model = tiny()
+    prompt = torch.zeros(4, 1, dtype=torch.long)
+    a = generate(model, prompt, 12, seed=1)
+    assert torch.equal(a, generate(model, prompt, 12, seed=1))
+    assert not torch.equal(a, generate(model, prompt, 12, seed=2))
+    g = torch.Generator().manual_seed(1)
+    assert torch.equal(a, generate(model, prompt, 12, generator=g))
+    model.train()
+    generate(model, prompt, 1, greedy=True)
+    assert model.training  # the mode is restored
+
+
+# --- sampling filters on hand-made distributions ------------------------------------------------------------
+
+def logits_of(probs):
+    return torch.tensor(probs).log()
+
+
+def test_temperature_scales_logits():
+    z = torch.tensor([[2.0, -1.0, 0.5]])
+    torch.testing.assert_close(apply_temperature(z, 0.5), z * 2)
+    flat = torch.softmax(apply_temperature(z, 100.0), -1)
+    assert (flat - 1 / 3).abs().max() < 0.01
+
+
+def test_top_k_keeps_k_and_ties_at_boundary():
+    z = torch.tensor([[0.1, 3.0, 2.0, -1.0, 2.5]])
+    assert torch.equal(top_k_filter(z, 2), torch.tensor([[NEG, 3.0, NEG, NEG, 2.5]]))
+    assert torch.equal(top_k_filter(z, 1), torch.tensor([[NEG, 3.0, NEG, NEG, NEG]]))
+    assert torch.equal(top_k_filter(z, 9), z)
+    tied = torch.tensor([[1.0, 2.0, 2.0, 0.0]])  # k=2 boundary is value 2.0; k=1 keeps both tied tokens
+    assert torch.equal(top_k_filter(tied, 1), torch.tensor([[NEG, 2.0, 2.0, NEG]]))
+
+
+def test_top_p_keeps_smallest_set_reaching_p():
+    z = logits_of([[0.1, 0.5, 0.15, 0.25]])
+    kept = lambda p: (top_p_filter(z, p) > NEG)[0].tolist()  # noqa: E731
+    assert kept(0.5) == [False, True, False, False]  # 0.5 alone reaches 0.5
+    assert kept(0.51) == [False, True, False, True]  # 0.5 + 0.25
+    assert kept(0.74) == [False, True, False, True]
+    assert kept(0.76) == [False, True, True, True]
+    assert kept(0.05) == [False, True, False, False]  # the top token always stays
+    assert kept(1.0) == [True] * 4
+    rows = logits_of([[0.1, 0.5, 0.15, 0.25], [0.7, 0.1, 0.1, 0.1]])
+    assert (top_p_filter(rows, 0.6) > NEG).tolist() == [[False, True, False, True], [True, False, False, False]]
+
+
+def test_top_p_keeps_or_drops_ties_together():
+    z = logits_of([[0.4, 0.2, 0.2, 0.2]])
+    assert (top_p_filter(z, 0.5) > NEG)[0].tolist() == [True, True, True, True]  # tie at the boundary: all kept
+    assert (top_p_filter(z, 0.39) > NEG)[0].tolist() == [True, False, False, False]
+
+
+# --- bad input ------------------------------------------------------------------------------------------------
+
+def test_bad_inputs_say_what_to_do():
+    model = tiny()
+    with pytest.raises(ValueError, match=r"block_size=16.*crop the input"):
+        model(torch.zeros(1, 17, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"ids from 0 to 23.*encode it with the Vocab"):
+        model(torch.tensor([[0, 23]]))
+    with pytest.raises(ValueError, match=r"add the batch dimension"):
+        model(torch.tensor([1, 2]))
+    cache = model.new_cache()
+    model(torch.zeros(1, 15, dtype=torch.long), cache=cache)
+    with pytest.raises(ValueError, match=r"15 cached \+ 2 new"):
+        model(torch.zeros(1, 2, dtype=torch.long), cache=cache)
+    prompt = torch.zeros(1, 1, dtype=torch.long)
+    for kwargs, words in [(dict(top_p=0.0), "top_p must be in \\(0, 1\\]"), (dict(top_p=1.5), "top_p must be"),
+                          (dict(top_k=0), "top_k must be an int >= 1"), (dict(temperature=0), "greedy=True"),
+                          (dict(temperature=-1.0), "temperature must be")]:
+        with pytest.raises(ValueError, match=words):
+            generate(model, prompt, 3, **kwargs)
+
+
+def test_state_dict_from_another_config_is_refused_clearly():
+    model = tiny()
+    model.load_state_dict(tiny().state_dict())
+    with pytest.raises(ValueError, match=r"tok_emb.weight.*vocab_size.*GPTConfig the checkpoint"):
+        model.load_state_dict(tiny(vocab_size=30).state_dict())
+    with pytest.raises(ValueError, match=r"pos_emb.pe.*block_size"):
+        model.load_state_dict(tiny(block_size=8).state_dict())
+    with pytest.raises(ValueError, match=r"unexpected \['blocks.2"):
+        model.load_state_dict(tiny(num_layers=3).state_dict())
+
+
+def test_models_do_not_import_training_recipes_or_course():
+    tree = ast.parse(inspect.getsource(gpt_module))
+    imported = [node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
+    assert not [m for m in imported if m.split(".")[-1] in ("training", "recipes", "course") or
+                m.startswith(("..training", "..recipes", "..course"))], imported
+    assert not any(m.startswith(("training", "recipes", "course")) for m in imported)
+
+
+# --- transformers' GPT-2 ----------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def hf_gpt2():
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(vocab_size=97, n_positions=40, n_layer=2, n_head=2, n_embd=64,
+                                     bos_token_id=None, eos_token_id=None, pad_token_id=0)
+    model = transformers.GPT2LMHeadModel(config).eval()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with torch.no_grad():  # move every weight off its initial value: LayerNorm 1/0 and zero biases hide mistakes
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.2)
+    after = model.state_dict()
+    assert all(not torch.equal(before[k], after[k]) for k, _ in model.named_parameters())
+    return model
+
+
+def test_from_hf_gives_gpt2_logits_and_greedy_tokens(hf_gpt2):
+    model = GPT.from_hf(hf_gpt2)
+    assert not model.training and model.config.activation == "gelu_tanh" and model.config.layer_norm_eps == 1e-5
+    assert len(HF_GPT2_TRANSPOSED) == 4
+    idx = torch.randint(0, 97, (2, 12), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        torch.testing.assert_close(model(idx), hf_gpt2(idx).logits, atol=1e-5, rtol=0)
+    prompt = idx[:1, :4]
+    ours = generate(model, prompt, 20, greedy=True)
+    theirs = hf_gpt2.generate(prompt, attention_mask=torch.ones_like(prompt), do_sample=False, max_new_tokens=20,
+                              min_new_tokens=20)
+    assert torch.equal(ours, theirs)
+
+
+def test_from_hf_refuses_other_architectures():
+    transformers = pytest.importorskip("transformers")
+    bert = transformers.BertForMaskedLM(transformers.BertConfig(vocab_size=30, hidden_size=16, num_hidden_layers=1,
+                                                                num_attention_heads=2, intermediate_size=32))
+    with pytest.raises(ValueError, match=r"GPT2LMHeadModel.*got a BertForMaskedLM \(model_type 'bert'\)"):
+        GPT.from_hf(bert)
+    odd = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=1, n_head=2, n_embd=16, vocab_size=30,
+                                                               n_positions=8, activation_function="relu"))
+    with pytest.raises(ValueError, match=r"activation_function"):
+        GPT.from_hf(odd)
+
+
+def test_from_pretrained_offline_fails_clearly(tmp_path, monkeypatch):
+    pytest.importorskip("transformers")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(OSError, match=r"could not load GPT-2 weights 'gpt2'.*HF_HUB_OFFLINE"):
+        GPT.from_pretrained("gpt2", cache_dir=str(tmp_path))
