@@ -1,11 +1,13 @@
 """STLR, discriminative rates and the LR range test, checked against Howard & Ruder (2018) / Smith (2017)."""
 
 import math
+from decimal import Decimal
+from fractions import Fraction
 
 import pytest
 import torch
 
-from lmlib.training.schedules import STLR, discriminative_lrs, lr_find, stlr, stlr_schedule, suggest_lr
+from lmlib.training.schedules import STLR, discriminative_lrs, lr_find, stlr, stlr_cut, stlr_figure, stlr_schedule, suggest_lr
 from lmlib.training.trainer import Trainer
 
 
@@ -29,12 +31,39 @@ def test_paper_formula_overshoots_when_T_times_cut_frac_is_not_whole_and_stlr_do
     for T in range(1, 400):
         for cut_frac in (0.05, 0.1, 0.15, 0.3, 0.5, 0.9, 0.99):
             etas = stlr_schedule(T, cut_frac, 32, 0.01)
-            cut = math.floor(T * cut_frac)
+            cut = stlr_cut(T, cut_frac)
             assert min(etas) >= 0.01 / 32 - 1e-15 and max(etas) <= 0.01 + 1e-15
             assert etas.index(max(etas)) == cut  # warm-up to the peak at cut, then a strictly falling decay
             assert all(a > b for a, b in zip(etas[cut:-1], etas[cut + 1:]))
             # the last step sits one decay increment above the floor: p = 1 / (T - cut)
             assert etas[-1] == pytest.approx(0.01 * (1 + (31 / (T - cut))) / 32, rel=1e-12)
+
+
+def test_stlr_cut_is_the_exact_floor_for_every_two_decimal_cut_frac():
+    # cut_frac as typed (0.01 ... 0.99) against exact decimal arithmetic: floor(T * k / 100) = T * k // 100.
+    # The float product misses by one when it lands just below a whole number (T = 100, 0.29 gives
+    # 28.999999999999996); stlr_cut must get every one of those right.
+    float_misses = 0
+    for k in range(1, 100):
+        cut_frac = float(f"0.{k:02d}")
+        assert Decimal(str(cut_frac)) == Decimal(k) / 100
+        for T in range(1, 3001):
+            exact = T * k // 100
+            assert stlr_cut(T, cut_frac) == exact, (T, cut_frac)
+            float_misses += math.floor(T * cut_frac) != exact
+    assert float_misses == 178  # the cases a plain math.floor(T * cut_frac) gets wrong
+
+
+def test_stlr_uses_the_exact_cut():
+    assert math.floor(100 * 0.29) == 28 and stlr_cut(100, 0.29) == 29
+    etas = stlr_schedule(100, 0.29, 32, 0.01)
+    assert etas.index(max(etas)) == 29 and etas[29] == pytest.approx(0.01)
+    assert stlr_cut(1000, 0.1) == 100 and stlr_cut(15, 0.1) == 1 and stlr_cut(5, 0.1) == 0
+    # a value that is not a short decimal keeps its digits; Fraction and Decimal inputs are used as given
+    assert stlr_cut(10, 0.1 + 0.2) == 3 and stlr_cut(100, Fraction(29, 100)) == 29 and stlr_cut(100, Decimal("0.29")) == 29
+    assert stlr_cut(1000, 0.09999999999999999) == 99  # a slider's float noise is the caller's to round
+    assert "cut_frac=0.29," in stlr_figure(100, 0.29).layout.title.text
+    assert stlr_figure(100, 0.29).layout.title.text.endswith("cut=29")
 
 
 def test_stlr_shape_start_peak_and_end():

@@ -7,7 +7,9 @@ Figures are plain plotly ``go.Figure`` objects on plotly's default renderer, whi
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Mapping, Sequence
+from decimal import Decimal
 
 import plotly.graph_objects as go
 
@@ -86,6 +88,42 @@ def bar_plot(values: Mapping[str, float], title: str = "", y_title: str = "", te
     fig = go.Figure(go.Bar(x=names, y=ys, text=[format(v, text_format) for v in ys], textposition="outside"))
     fig.update_layout(title=title, yaxis_title=y_title, **LAYOUT)
     return fig
+
+
+def reference_line(fig: go.Figure, value: float, text: str, axis: str = "y", **line) -> go.Figure:
+    """A labelled dotted line across the plot at ``value``: horizontal for ``axis="y"``, vertical for "x".
+
+    On a log axis plotly places shapes in data units but annotations in log10 units, and plotly's own
+    ``add_hline(y, annotation_text=...)`` puts the label at ``value`` as if it were log10: a line at
+    perplexity 141.2 stretched the axis to 10^141 and flattened every curve. The label here sits at
+    log10(value) when the axis is log. Set the axis type (``log_y=True`` or ``update_yaxes``) first.
+    """
+    if axis not in ("x", "y"):
+        raise ValueError(f"axis must be 'x' or 'y', got {axis!r}")
+    is_log = fig.layout[f"{axis}axis"].type == "log"
+    if is_log and value <= 0:
+        raise ValueError(f"a line at {value} cannot be drawn on a log axis")
+    where = math.log10(value) if is_log else value
+    style = {"line_dash": "dot", "line_color": "gray", **line}
+    if axis == "y":
+        fig.add_hline(y=value, **style)
+        fig.add_annotation(x=1, xref="paper", y=where, yref="y", text=text, showarrow=False,
+                           xanchor="right", yanchor="bottom")
+    else:
+        fig.add_vline(x=value, **style)
+        fig.add_annotation(x=where, xref="x", y=1, yref="paper", text=text, showarrow=False,
+                           xanchor="left", yanchor="top")
+    return fig
+
+
+def on_step(value: float, step: float) -> float:
+    """A slider's value rounded to as many decimals as its ``step``: 0.09999999999999999 (step 0.01) → 0.1.
+
+    A FloatSlider's value is computed in the browser as min + k·step in binary floating point, so it
+    arrives as 2.0000000000000004 or 0.35000000000000003; round it before computing with it or showing it.
+    """
+    decimals = max(0, -Decimal(str(step)).normalize().as_tuple().exponent)
+    return round(value, decimals)
 
 
 def source(obj) -> str:

@@ -373,7 +373,7 @@ def timeline_figure(n_groups: int = 5, epochs: int = 6, eta_top: float = 0.01, f
     names = list(names) if names is not None else ["embedding", *[f"LSTM {i + 1}" for i in range(n_groups - 2)], "head"][:n_groups]
     table = unfreezing_timeline(n_groups, epochs, eta_top, factor, gradual)
     fig = heatmap(table.flip(0), x=[f"epoch {e + 1}" for e in range(epochs)], y=names[::-1],
-                  title=f"peak learning rate per layer group (0 = frozen); η^(l-1) = η^l / {factor}",
+                  title=f"peak learning rate per layer group (0 = frozen); η^(l-1) = η^l / {factor:g}",
                   colorscale="Blues", text_format=".1e")
     return fig
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
+from fractions import Fraction
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +30,24 @@ def _check_stlr_args(T: int, cut_frac: float, ratio: float, eta_max: float) -> N
         raise ValueError(f"ratio (how much smaller the lowest rate is than eta_max) must be >= 1, got {ratio}")
     if eta_max <= 0:
         raise ValueError(f"eta_max must be positive, got {eta_max}")
+
+
+def stlr_cut(T: int, cut_frac: float) -> int:
+    """cut = ⌊T · cut_frac⌋, the last warm-up iteration of STLR, computed exactly.
+
+    In floating point the product can fall just below a whole number: 0.29 is stored as
+    0.28999999999999998002..., so ``math.floor(100 * 0.29)`` gives 28, not 29 (178 such (T, cut_frac)
+    pairs for T ≤ 3000 and two-decimal cut_frac). ``cut_frac`` is therefore read as the decimal a person
+    typed: ``Fraction(str(cut_frac))`` turns the float into the shortest decimal that rounds to it
+    (``str(0.29) == '0.29'``, so 29/100), and the floor is taken in exact arithmetic. A value that is not
+    a short decimal keeps all its digits (``str(0.1 + 0.2) == '0.30000000000000004'``); ``Fraction`` and
+    ``Decimal`` inputs are used as they are.
+    """
+    try:
+        exact = Fraction(str(cut_frac))
+    except ValueError:  # e.g. a 0-d tensor, whose str() is not a number
+        exact = Fraction(float(cut_frac))
+    return math.floor(T * exact)
 
 
 def stlr(t: int, T: int, cut_frac: float = 0.1, ratio: float = 32.0, eta_max: float = 0.01) -> float:
@@ -51,12 +70,13 @@ def stlr(t: int, T: int, cut_frac: float = 0.1, ratio: float = 32.0, eta_max: fl
 
     which is the paper's formula exactly whenever T · cut_frac is whole and keeps η_t ≥ η_max/ratio
     otherwise. The same line covers T · cut_frac < 1 (cut = 0: no warm-up, a pure decay p = 1 − t/T;
-    with T = 1 the single step uses η_max).
+    with T = 1 the single step uses η_max). ``cut`` is the exact floor of :func:`stlr_cut` (T = 100,
+    cut_frac = 0.29 gives 29, where the float product 28.999999999999996 would give 28).
     """
     _check_stlr_args(T, cut_frac, ratio, eta_max)
     if not isinstance(t, int) or not 0 <= t < T:
         raise ValueError(f"t must be an integer iteration in [0, T) = [0, {T}), got {t!r}")
-    cut = math.floor(T * cut_frac)
+    cut = stlr_cut(T, cut_frac)
     p = t / cut if t < cut else 1 - (t - cut) / (T - cut)  # T - cut = cut·(1/cut_frac − 1) when T·cut_frac is whole
     return eta_max * (1 + p * (ratio - 1)) / ratio
 
@@ -119,13 +139,13 @@ def stlr_figure(T: int = 1000, cut_frac: float = 0.1, ratio: float = 32.0, eta_m
     from ..course.viz import LAYOUT
 
     etas = stlr_schedule(T, cut_frac, ratio, eta_max)
-    cut = math.floor(T * cut_frac)
+    cut = stlr_cut(T, cut_frac)
     fig = go.Figure(go.Scatter(x=list(range(T)), y=etas, mode="lines", name="η_t"))
     fig.add_vline(x=cut, line_dash="dash", line_color="gray")
     peak = max(range(T), key=etas.__getitem__)
     fig.add_trace(go.Scatter(x=[peak], y=[etas[peak]], mode="markers+text", name="peak",
                              text=[f"peak η={etas[peak]:.2e} at t={peak}"], textposition="top right"))
-    fig.update_layout(title=f"STLR: T={T}, cut_frac={cut_frac}, ratio={ratio}, η_max={eta_max} → cut={cut}",
+    fig.update_layout(title=f"STLR: T={T}, cut_frac={cut_frac:g}, ratio={ratio:g}, η_max={eta_max:.3g} → cut={cut}",
                       xaxis_title="iteration t", yaxis_title="learning rate η_t", showlegend=False, **LAYOUT)
     return fig
 
