@@ -151,3 +151,12 @@ def show_source(obj, start: str | None = None, lines: int | None = None):
     if lines is not None:
         text = text[:lines]
     return Code("\n".join(text), language="python")
+
+
+# Attention views that draw offline (bertviz with its JavaScript inlined); see attention_views.py.
+from lmlib.course.attention_views import (  # noqa: E402, F401
+    encoder_decoder_view,
+    head_view,
+    model_view,
+    transformer_view,
+)
