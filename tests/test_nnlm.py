@@ -7,7 +7,14 @@ import torch
 import torch.nn.functional as F
 
 from lmlib import Trainer
-from lmlib.models.nnlm import NNLM, NNLMConfig, ngram_windows, nnlm_loss, perplexity, window_batches
+from lmlib.models.nnlm import (
+    NNLM,
+    NNLMConfig,
+    ngram_windows,
+    perplexity,
+    window_batches,
+)
+from lmlib.training.objectives import next_token_loss
 
 
 def _model(direct: bool, seed: int = 0) -> NNLM:
@@ -67,7 +74,7 @@ def test_trainer_learns_a_deterministic_sequence():
     contexts, targets = ngram_windows(stream, order=3, pad_id=0)
     model = NNLM(NNLMConfig(vocab_size=7, order=3, embed_dim=4, hidden_dim=16))
     before = perplexity(model, contexts, targets)
-    trainer = Trainer(model, torch.optim.Adam(model.parameters(), lr=0.05), nnlm_loss, device="cpu")
+    trainer = Trainer(model, torch.optim.Adam(model.parameters(), lr=0.05), next_token_loss, device="cpu")
     trainer.fit(lambda e: window_batches(contexts, targets, 32, torch.Generator().manual_seed(e)), epochs=15)
     after = perplexity(model, contexts, targets)
     assert before > 5 and after < 1.2
@@ -77,7 +84,7 @@ def test_trainer_learns_a_deterministic_sequence():
 def test_loss_is_cross_entropy():
     model = _model(False)
     x, y = torch.tensor([[1, 2, 3], [3, 2, 1]]), torch.tensor([4, 5])
-    assert nnlm_loss(model, (x, y)).loss.item() == pytest.approx(F.cross_entropy(model(x), y).item())
+    assert next_token_loss(model, (x, y)).loss.item() == pytest.approx(F.cross_entropy(model(x), y).item())
 
 
 @pytest.mark.parametrize("kwargs,message", [

@@ -14,10 +14,10 @@ from lmlib.models.seq2seq import (
     Seq2SeqConfig,
     beam_search,
     greedy_decode,
-    seq2seq_loss,
     sequence_log_prob,
 )
 from lmlib.text.translation import Seq2SeqBatch
+from lmlib.training.objectives import seq2seq_loss
 
 
 def small_model(attention="additive", seed=0):

@@ -9,15 +9,6 @@ import torch
 from gensim.models import Word2Vec as GensimWord2Vec
 
 from lmlib.data.loaders import Analogy, WordPair
-from lmlib.models.word2vec import (
-    SkipGramNS,
-    Word2VecConfig,
-    keep_probability,
-    noise_distribution,
-    sgns_loss,
-    skipgram_pairs,
-    train_word2vec,
-)
 from lmlib.eval.word_eval import (
     analogy,
     evaluate_analogies,
@@ -25,6 +16,15 @@ from lmlib.eval.word_eval import (
     nearest_neighbours,
     to_keyed_vectors,
 )
+from lmlib.models.word2vec import (
+    SkipGramNS,
+    Word2VecConfig,
+    keep_probability,
+    noise_distribution,
+    sgns_loss,
+    skipgram_pairs,
+)
+from lmlib.recipes.word2vec import train_word2vec
 
 # ---------------------------------------------------------------------------------------------------
 # the pieces of SGNS

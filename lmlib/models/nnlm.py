@@ -126,14 +126,6 @@ def window_batches(contexts: torch.Tensor, targets: torch.Tensor, batch_size: in
     return [(contexts[i], targets[i]) for i in order.split(batch_size)]
 
 
-def nnlm_loss(model: NNLM, batch) -> torch.Tensor:
-    """Mean negative log-likelihood of the targets: -(1/B) Σ log P(w_t | context), a Trainer ``loss_fn``."""
-    from ..training.trainer import BatchResult
-
-    x, y = batch
-    return BatchResult(F.cross_entropy(model(x), y), y.numel())
-
-
 @torch.no_grad()
 def perplexity(model: NNLM, contexts: torch.Tensor, targets: torch.Tensor, batch_size: int = 4096) -> float:
     """PPL = exp(-(1/N) Σ_t log P(w_t | context_t)) over all N windows (every token of the text)."""

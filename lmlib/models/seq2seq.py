@@ -30,10 +30,8 @@ from torch.nn import functional as F
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from ..runtime import eval_mode
-
-from .attention import SCORE_FUNCTIONS, make_attention
-from ..training.trainer import BatchResult
 from ..text.vocab import check_ids_in_range, check_special_ids
+from .attention import SCORE_FUNCTIONS, make_attention
 
 
 @dataclass
@@ -180,17 +178,6 @@ class Seq2Seq(nn.Module):
         # one vocabulary projection for all steps at once is much faster than one per step
         logp = F.log_softmax(self.output(torch.stack(readouts, 1)), dim=-1)
         return logp, (None if self.attention is None else torch.stack(alphas, 1))
-
-
-def seq2seq_loss(model: Seq2Seq, batch) -> BatchResult:
-    """Mean cross-entropy per real target token (padding ignored), with token accuracy, for the Trainer."""
-    logp, _ = model(batch.src, batch.src_mask, batch.tgt_in)
-    mask = batch.tgt_mask
-    nll = -logp.gather(-1, batch.tgt_out.unsqueeze(-1)).squeeze(-1)
-    n = int(mask.sum())
-    loss = (nll * mask).sum() / n
-    correct = int(((logp.argmax(-1) == batch.tgt_out) & mask).sum())
-    return BatchResult(loss, n, correct)
 
 
 # -- decoding ------------------------------------------------------------------------------------------

@@ -26,11 +26,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..runtime import eval_mode
-
+from ..text.vocab import check_ids_in_range, check_special_ids
 from .multihead import MultiHeadAttention, causal_mask
 from .positional import LearnedPositionalEncoding, SinusoidalPositionalEncoding
-from ..training.trainer import BatchResult
-from ..text.vocab import check_ids_in_range, check_special_ids
 
 
 @dataclass
@@ -280,32 +278,6 @@ class Transformer(nn.Module):
         return AttentionMaps(enc, dec_self, cross)
 
 
-def translation_loss(model: nn.Module, batch) -> BatchResult:
-    """Mean cross-entropy per real target token of a :class:`lmlib.text.translation.Seq2SeqBatch`
-    (padding ignored), with the number of tokens and how many the model predicted right."""
-    logits = model(batch.src, batch.src_mask, batch.tgt_in)
-    mask = batch.tgt_mask
-    n = int(mask.sum())
-    loss = F.cross_entropy(logits[mask], batch.tgt_out[mask])
-    correct = int((logits.argmax(-1)[mask] == batch.tgt_out[mask]).sum())
-    return BatchResult(loss, n, correct)
-
-
-def label_smoothed_loss(epsilon: float = 0.1):
-    """The same loss with label smoothing ε (§5.4: ε_ls = 0.1 "hurts perplexity ... but improves BLEU")."""
-    if not 0.0 <= epsilon < 1.0:
-        raise ValueError(f"label smoothing epsilon must be in [0, 1), got {epsilon}")
-
-    def loss_fn(model: nn.Module, batch) -> BatchResult:
-        logits = model(batch.src, batch.src_mask, batch.tgt_in)
-        mask = batch.tgt_mask
-        loss = F.cross_entropy(logits[mask], batch.tgt_out[mask], label_smoothing=epsilon)
-        correct = int((logits.argmax(-1)[mask] == batch.tgt_out[mask]).sum())
-        return BatchResult(loss, int(mask.sum()), correct)
-
-    return loss_fn
-
-
 def noam_schedule(d_model: int, warmup: int):
     """lrate = d_model^{-0.5} · min(step^{-0.5}, step · warmup^{-1.5})   (eq. 3), as a factor of step (0-based).
 
@@ -329,8 +301,8 @@ def translate(model: Transformer, sentences: list[str] | list[list[str]], src_vo
               method: str = "greedy", beam_size: int = 4, alpha: float = 1.0,
               max_len: int | None = None) -> list[list[str]]:
     """English sentences (strings or token lists) -> French token lists, greedy or by beam search."""
-    from .seq2seq import beam_search, greedy_decode
     from ..text.translation import encode_source, tokenize
+    from .seq2seq import beam_search, greedy_decode
 
     if method not in ("greedy", "beam"):
         raise ValueError(f"method must be 'greedy' or 'beam', got {method!r}")
@@ -352,5 +324,5 @@ def translate(model: Transformer, sentences: list[str] | list[list[str]], src_vo
 
 
 __all__ = ["TransformerConfig", "PositionwiseFeedForward", "EncoderLayer", "DecoderLayer", "Transformer",
-           "AttentionMaps", "DecoderState", "translation_loss", "label_smoothed_loss", "noam_schedule",
+           "AttentionMaps", "DecoderState", "noam_schedule",
            "causal_mask", "translate"]

@@ -10,26 +10,17 @@ their compositionality". Each word w has two vectors: an input ("centre") vector
 that is, it tells the true context word apart from K noise words (2013b, eq. 4). Three tricks from the
 paper and its C code make it fast and good, and all three are here: subsampling of frequent words,
 the unigram^{3/4} noise distribution, and a "dynamic" window whose size is drawn uniformly from
-1..window for each centre word (nearer words are seen more often). Training is plain SGD whose rate
-falls linearly from ``alpha`` to ``min_alpha``, as in the C code, but on large shuffled batches of
-pairs so that PyTorch's sparse embedding updates keep one CPU core busy.
+1..window for each centre word (nearer words are seen more often). Training them together is the
+recipe :func:`lmlib.recipes.word2vec.train_word2vec`.
 """
 
 from __future__ import annotations
 
-import math
-import time
-from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-
-from ..training.callbacks import LRSchedule
-from ..training.trainer import BatchResult, Trainer
-from ..text.vocab import Vocab
 
 SUBSAMPLING_FORMULAS = ("word2vec", "paper")
 
@@ -169,82 +160,3 @@ class SkipGramNS(nn.Module):
     def vectors(self) -> torch.Tensor:
         """The word vectors people use: the input vectors v, ``(|V|, d)`` (gensim's ``wv`` too)."""
         return self.v.weight.detach()
-
-
-@dataclass
-class Word2Vec:
-    """A trained model: ``vocab`` (word <-> row), ``vectors`` (|V|, d), the loss per epoch and the time taken."""
-
-    vocab: Vocab
-    model: SkipGramNS
-    config: Word2VecConfig
-    epoch_losses: list[float] = field(default_factory=list)
-    seconds: float = 0.0
-
-    @property
-    def vectors(self) -> torch.Tensor:
-        return self.model.vectors
-
-
-class _SGNSObjective:
-    """Trainer ``loss_fn``: draws K noise words per pair from P_n, returns the mean SGNS loss of the batch."""
-
-    def __init__(self, noise: torch.Tensor, negative: int, generator: torch.Generator):
-        self.cdf = noise.cumsum(0).float()
-        self.cdf[-1] = 1.0  # guards against rounding leaving the last bucket unreachable
-        self.negative, self.generator = negative, generator
-
-    def __call__(self, model: SkipGramNS, batch) -> BatchResult:
-        centres, contexts = batch
-        uniform = torch.rand(len(centres) * self.negative, generator=self.generator)
-        negatives = torch.searchsorted(self.cdf, uniform).view(len(centres), self.negative)
-        return BatchResult(model(centres, contexts, negatives).mean(), len(centres))
-
-
-def train_word2vec(sentences: Sequence[Sequence[str]], config: Word2VecConfig | None = None,
-                   callbacks: Sequence = ()) -> Word2Vec:
-    """Train SGNS on tokenised ``sentences`` (windows never cross a sentence boundary, as in gensim).
-
-    Each epoch: subsample (a fresh draw), build the dynamic-window pairs, shuffle them, and take SGD
-    steps on batches. The loss is the batch mean, so the rate is ``alpha · batch_size``: the same step
-    as the C code's per-pair SGD on the summed loss. The rate decays linearly to ``min_alpha``.
-    """
-    config = config or Word2VecConfig()
-    counts = Counter(w for s in sentences for w in s)
-    if not counts:
-        raise ValueError("the corpus is empty: pass a list of tokenised sentences")
-    frequent = sum(c >= config.min_count for c in counts.values())
-    if frequent < 2:
-        raise ValueError(f"only {frequent} word(s) occur at least min_count={config.min_count} times; lower min_count")
-    vocab = Vocab(counts, min_freq=config.min_count, unk=None)
-    ids, sentence = [], []
-    for n, s in enumerate(sentences):
-        kept = [vocab.stoi[w] for w in s if w in vocab.stoi]
-        ids += kept
-        sentence += [n] * len(kept)
-    ids, sentence = torch.tensor(ids), torch.tensor(sentence)
-    word_counts = torch.tensor([vocab.counts[w] for w in vocab.itos], dtype=torch.float64)
-    keep = keep_probability(word_counts / word_counts.sum(), config.sample, config.subsampling).float()
-    generator = torch.Generator().manual_seed(config.seed)
-    torch.manual_seed(config.seed)  # the initial vectors are drawn from the global generator
-
-    def epoch_batches(epoch: int):
-        mask = torch.rand(len(ids), generator=generator) < keep[ids]
-        centres, contexts = skipgram_pairs(ids[mask], sentence[mask], config.window, generator)
-        order = torch.randperm(len(centres), generator=generator)
-        return list(zip(centres[order].split(config.batch_size), contexts[order].split(config.batch_size)))
-
-    # The linear decay needs the total number of steps; the expected pairs per epoch give it.
-    kept_tokens = float(keep[ids].sum())
-    mean_pairs = kept_tokens * (config.window + 1)  # E[2r] = window + 1 pairs per centre (fewer at edges)
-    total_steps = max(1, math.ceil(config.epochs * mean_pairs / config.batch_size))
-    floor = config.min_alpha / config.alpha
-
-    model = SkipGramNS(len(vocab), config.vector_size)
-    optimizer = torch.optim.SGD(model.parameters(), lr=config.alpha * config.batch_size)
-    schedule = LRSchedule(lambda step: max(floor, 1.0 - step / total_steps))
-    objective = _SGNSObjective(noise_distribution(word_counts, config.ns_exponent), config.negative, generator)
-    trainer = Trainer(model, optimizer, objective, callbacks=[schedule, *callbacks], device="cpu")
-    start = time.perf_counter()
-    trainer.fit(epoch_batches, epochs=config.epochs)
-    return Word2Vec(vocab, model, config, [h["train_loss"] for h in trainer.history], time.perf_counter() - start)

@@ -25,10 +25,15 @@ import torch
 
 import lmlib
 from lmlib import Trainer
-from lmlib.training.callbacks import GradientClipping, TimeBudget
 from lmlib.eval.metrics import corpus_bleu, corpus_chrf, scores_by_length
-from lmlib.models.seq2seq import Seq2Seq, Seq2SeqConfig, seq2seq_loss, translate_examples
-from lmlib.text.translation import example_pairs, prepare_translation, translation_batches
+from lmlib.models.seq2seq import Seq2Seq, Seq2SeqConfig, translate_examples
+from lmlib.text.translation import (
+    example_pairs,
+    prepare_translation,
+    translation_batches,
+)
+from lmlib.training.callbacks import GradientClipping, TimeBudget
+from lmlib.training.objectives import seq2seq_loss
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SETTINGS = dict(max_len=16, max_pairs=60_000, min_freq=3, test_frac=0.1, seed=0, emb_dim=128, hidden=256,

@@ -20,11 +20,16 @@ import torch
 
 import lmlib
 from lmlib import Trainer
-from lmlib.training.callbacks import GradientClipping, LRSchedule, TimeBudget
 from lmlib.eval.metrics import corpus_bleu, corpus_chrf
-from lmlib.models.seq2seq import Seq2Seq, Seq2SeqConfig, seq2seq_loss, translate_examples
-from lmlib.models.transformer import Transformer, TransformerConfig, translate, translation_loss
-from lmlib.text.translation import SIMPLE_PREFIXES, prepare_translation, translation_batches
+from lmlib.models.seq2seq import Seq2Seq, Seq2SeqConfig, translate_examples
+from lmlib.models.transformer import Transformer, TransformerConfig, translate
+from lmlib.text.translation import (
+    SIMPLE_PREFIXES,
+    prepare_translation,
+    translation_batches,
+)
+from lmlib.training.callbacks import GradientClipping, LRSchedule, TimeBudget
+from lmlib.training.objectives import seq2seq_loss, translation_loss
 
 RESULTS = Path(__file__).parent / "results" / "translation_budget.json"
 MAX_OUTPUT = 12

@@ -21,9 +21,10 @@ import torch
 from gensim.models import Word2Vec as GensimWord2Vec
 
 from lmlib.data import load_analogies, load_ptb, load_simlex999, load_wordsim353
-from lmlib.runtime import seed_everything
-from lmlib.models.word2vec import Word2VecConfig, train_word2vec
 from lmlib.eval.word_eval import evaluate_analogies, evaluate_word_pairs
+from lmlib.models.word2vec import Word2VecConfig
+from lmlib.recipes.word2vec import train_word2vec
+from lmlib.runtime import seed_everything
 
 SETTINGS = {
     "word2vec defaults (t=1e-3, 5 epochs, d=100)": dict(vector_size=100, window=5, negative=5, sample=1e-3, epochs=5),

@@ -23,9 +23,16 @@ import torch
 from long_run import EpochReport, command_line
 
 from lmlib import Trainer, Vocab, seed_everything
-from lmlib.training.callbacks import Checkpoint, MaxSteps
 from lmlib.data import load_ptb
-from lmlib.models.nnlm import NNLM, NNLMConfig, ngram_windows, nnlm_loss, perplexity, window_batches
+from lmlib.models.nnlm import (
+    NNLM,
+    NNLMConfig,
+    ngram_windows,
+    perplexity,
+    window_batches,
+)
+from lmlib.training.callbacks import Checkpoint, MaxSteps
+from lmlib.training.objectives import next_token_loss
 
 
 def main() -> None:
@@ -66,7 +73,7 @@ def main() -> None:
     callbacks = [report, Checkpoint(args.checkpoint)]
     if args.max_batches:
         callbacks.append(MaxSteps(args.max_batches))
-    trainer = Trainer(model, torch.optim.Adam(model.parameters(), lr=lr), nnlm_loss, callbacks, device="cpu")
+    trainer = Trainer(model, torch.optim.Adam(model.parameters(), lr=lr), next_token_loss, callbacks, device="cpu")
     if args.resume:
         report.resume(trainer, args.checkpoint)
     if trainer.epoch < args.epochs:
