@@ -157,3 +157,110 @@ def test_trains_on_a_repeating_sequence():
                       [ar_regularizer(2.0), tar_regularizer(1.0)])
     trainer.fit(data, epochs=20)
     assert trainer.evaluate(data).loss < 0.1 * math.log(30)
+
+
+def test_weight_drop_forward_and_gradient_equal_an_nn_lstm_run_with_the_dropped_matrix():
+    # DropConnect: W̃_hh = M ⊙ W_hh / (1 - p). The layer must (a) run the LSTM with W̃_hh, and (b) send the
+    # gradient back to the raw W_hh through the mask: dL/dW_hh = M / (1 - p) ⊙ dL/dW̃_hh, zero where M = 0.
+    from lmlib.models.dropouts import WeightDropLSTM
+
+    torch.manual_seed(6)
+    p = 0.5
+    layer = WeightDropLSTM(5, 6, weight_p=p).train()
+    x, upstream = torch.randn(2, 7, 5), torch.randn(2, 7, 6)
+    out, (h, c) = layer(x, generator=torch.Generator().manual_seed(11))
+    (out * upstream).sum().backward()
+    w_tilde = layer.dropped_weight(torch.Generator().manual_seed(11)).detach()  # the same draw again
+    w_raw = layer.lstm.weight_hh_l0.detach()
+    kept = w_tilde != 0
+    assert 0.3 < 1 - kept.float().mean().item() < 0.7, "about half of the 144 entries should be dropped"
+    torch.testing.assert_close(w_tilde[kept], w_raw[kept] / (1 - p))
+
+    ref = nn.LSTM(5, 6, batch_first=True)
+    ref.load_state_dict(layer.lstm.state_dict())
+    with torch.no_grad():
+        ref.weight_hh_l0.copy_(w_tilde)
+    ref_out, (ref_h, ref_c) = ref(x)
+    torch.testing.assert_close(out, ref_out)
+    torch.testing.assert_close((h, c), (ref_h, ref_c))
+    (ref_out * upstream).sum().backward()
+    grad = layer.lstm.weight_hh_l0.grad
+    torch.testing.assert_close(grad, ref.weight_hh_l0.grad * kept / (1 - p))
+    assert torch.equal(grad[~kept], torch.zeros_like(grad[~kept])) and (grad[kept] != 0).all()
+    torch.testing.assert_close(layer.lstm.weight_ih_l0.grad, ref.weight_ih_l0.grad)  # input weights: no mask
+
+
+def test_tied_matrix_gets_the_gradient_of_the_lookup_plus_that_of_the_decoder():
+    from torch.func import functional_call
+
+    torch.manual_seed(7)
+    model = AWDLSTMLanguageModel(small()).eval()
+    ids = torch.randint(0, 30, (3, 6))
+    upstream = torch.randn(3, 6, 30)
+    logits, _ = model(ids)
+    (logits * upstream).sum().backward()
+    # the same computation with the two uses of E given separate copies E_in (lookup) and E_out (softmax)
+    E = model.encoder.embedding.weight.detach()
+    E_in, E_out = E.clone().requires_grad_(), E.clone().requires_grad_()
+    outputs, _, _ = functional_call(model.encoder, {"embedding.weight": E_in}, (ids,))
+    ref_logits = nn.functional.linear(outputs[-1], E_out, model.decoder.bias)
+    torch.testing.assert_close(logits, ref_logits)
+    (ref_logits * upstream).sum().backward()
+    assert E_in.grad.abs().sum() > 0 and E_out.grad.abs().sum() > 0  # both uses contribute
+    torch.testing.assert_close(model.encoder.embedding.weight.grad, E_in.grad + E_out.grad)
+
+
+def test_eval_mode_with_every_dropout_set_equals_an_nn_lstm_stack_with_the_same_weights():
+    # In evaluation every dropout is the identity and DropConnect uses the raw W_hh (no 1/(1-p) scaling):
+    # the model is then embedding -> nn.LSTM per layer -> tied linear, with the state carried between calls.
+    torch.manual_seed(8)
+    cfg = small(embed_p=0.2, input_p=0.3, hidden_p=0.3, weight_p=0.5, output_p=0.4)
+    model = AWDLSTMLanguageModel(cfg)
+    first, second = torch.randint(0, 30, (2, 5)), torch.randint(0, 30, (2, 4))
+    model(first)  # one training pass first, so nothing left over from it may leak into evaluation
+    model.eval()
+    _, state = model(first)
+    logits, new_state = model(second, state)
+    refs = []
+    for (n_in, n_out), layer in zip(cfg.layer_sizes(), model.encoder.layers):
+        lstm = nn.LSTM(n_in, n_out, batch_first=True)
+        lstm.load_state_dict(layer.lstm.state_dict())
+        refs.append(lstm)
+    E = model.encoder.embedding.weight
+    x, ref_state = E[second], []
+    for lstm, s in zip(refs, state):
+        x, s = lstm(x, s)
+        ref_state.append(s)
+    torch.testing.assert_close(logits, x @ E.T + model.decoder.bias)
+    for (h, c), (rh, rc) in zip(new_state, ref_state):
+        torch.testing.assert_close(h, rh)
+        torch.testing.assert_close(c, rc)
+
+
+def test_ar_and_tar_on_a_tensor_worked_by_hand():
+    h = torch.tensor([[[1.0, 2.0], [3.0, 5.0], [0.0, -1.0]]], requires_grad=True)  # (batch 1, time 3, units 2)
+    # AR = mean of squares = (1 + 4 + 9 + 25 + 0 + 1) / 6
+    ar = activation_penalty(h)
+    assert ar.item() == pytest.approx(40 / 6)
+    # TAR: h_2 - h_1 = (2, 3), h_3 - h_2 = (-3, -6); mean of squares = (4 + 9 + 9 + 36) / 4
+    assert temporal_activation_penalty(h).item() == pytest.approx(58 / 4)
+    ar.backward()
+    torch.testing.assert_close(h.grad, 2 * h.detach() / 6)  # d/dh of mean(h²)
+
+
+def test_pad_row_of_the_tied_matrix_gets_only_the_decoders_gradient():
+    # the lookup of <pad> adds no gradient (padding_idx), the softmax over the vocabulary does: row pad_id of
+    # the tied matrix must receive exactly the decoder's share
+    from torch.func import functional_call
+
+    torch.manual_seed(9)
+    model = AWDLSTMLanguageModel(small(pad_id=0)).eval()
+    ids = torch.tensor([[0, 3, 4, 0], [5, 0, 6, 7]])
+    logits, _ = model(ids)
+    logits.logsumexp(-1).sum().backward()
+    E = model.encoder.embedding.weight.detach()
+    E_in, E_out = E.clone().requires_grad_(), E.clone().requires_grad_()
+    outputs, _, _ = functional_call(model.encoder, {"embedding.weight": E_in}, (ids,))
+    nn.functional.linear(outputs[-1], E_out, model.decoder.bias).logsumexp(-1).sum().backward()
+    assert torch.equal(E_in.grad[0], torch.zeros(6)) and E_out.grad[0].abs().sum() > 0
+    torch.testing.assert_close(model.encoder.embedding.weight.grad[0], E_out.grad[0])
