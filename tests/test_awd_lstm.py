@@ -6,16 +6,14 @@ import pytest
 import torch
 from torch import nn
 
-from lmlib.models.awd_lstm import (
-    AWDLSTMConfig,
-    AWDLSTMEncoder,
-    AWDLSTMLanguageModel,
+from lmlib.models.awd_lstm import AWDLSTMConfig, AWDLSTMEncoder, AWDLSTMLanguageModel
+from lmlib.text.batching import batchify, bptt_batches
+from lmlib.training.awd_training import (
     activation_penalty,
     ar_regularizer,
     tar_regularizer,
     temporal_activation_penalty,
 )
-from lmlib.text.batching import batchify, bptt_batches
 from lmlib.training.objectives import StatefulLMLoss
 from lmlib.training.trainer import Trainer
 
@@ -26,12 +24,12 @@ def _one_thread():
 
 
 def small(**kw) -> AWDLSTMConfig:
-    return AWDLSTMConfig(**{"vocab_size": 30, "emb_size": 6, "hidden_size": 10, "n_layers": 3, **kw})
+    return AWDLSTMConfig(**{"vocab_size": 30, "embed_size": 6, "hidden_size": 10, "num_layers": 3, **kw})
 
 
 @pytest.mark.parametrize("field,value", [("embed_p", 1.0), ("input_p", -0.2), ("hidden_p", 1.3),
                                          ("weight_p", 1), ("output_p", 2.0), ("vocab_size", 0),
-                                         ("n_layers", 0), ("emb_size", 2.5), ("pad_id", 30)])
+                                         ("num_layers", 0), ("embed_size", 2.5), ("pad_id", 30)])
 def test_config_rejects_bad_values(field, value):
     with pytest.raises(ValueError, match=field):
         small(**{field: value})
@@ -40,7 +38,7 @@ def test_config_rejects_bad_values(field, value):
 def test_layer_sizes_tied_and_untied():
     assert small().layer_sizes() == [(6, 10), (10, 10), (10, 6)]
     assert small(tie_weights=False).layer_sizes() == [(6, 10), (10, 10), (10, 10)]
-    assert small(n_layers=1).layer_sizes() == [(6, 6)]
+    assert small(num_layers=1).layer_sizes() == [(6, 6)]
 
 
 def test_shapes_state_and_stored_outputs():
@@ -73,6 +71,19 @@ def test_encoder_layers_are_a_module_list_for_layer_groups():
     enc = AWDLSTMEncoder(small())
     assert isinstance(enc.layers, nn.ModuleList) and len(enc.layers) == 3
     assert isinstance(enc.embedding, nn.Embedding)
+
+
+def test_layer_groups_cover_every_parameter_lowest_first():
+    for tie in (True, False):
+        model = AWDLSTMLanguageModel(small(tie_weights=tie))
+        groups = model.layer_groups()
+        assert groups[0] is model.encoder.embedding and list(groups[1:-1]) == list(model.encoder.layers[:-1])
+        seen = [id(p) for g in groups for p in dict.fromkeys(g.parameters())]
+        owned = {id(p) for p in model.parameters()}
+        assert set(seen) == owned
+        assert id(model.decoder.bias) in {id(p) for p in groups[-1].parameters()}
+    enc = model.encoder
+    assert enc.layer_groups() == [enc.embedding, *enc.layers]
 
 
 def test_eval_mode_is_deterministic_and_train_mode_is_not():
@@ -149,7 +160,7 @@ def test_ar_tar_callbacks_add_alpha_and_beta_times_the_penalties():
 
 def test_trains_on_a_repeating_sequence():
     torch.manual_seed(5)
-    cfg = small(emb_size=16, hidden_size=16, n_layers=2, embed_p=0.0, input_p=0.1, hidden_p=0.1, weight_p=0.1, output_p=0.1)
+    cfg = small(embed_size=16, hidden_size=16, num_layers=2, embed_p=0.0, input_p=0.1, hidden_p=0.1, weight_p=0.1, output_p=0.1)
     model = AWDLSTMLanguageModel(cfg)
     streams = batchify(torch.arange(12).repeat(40), 4)
     data = list(bptt_batches(streams, 10))

@@ -28,8 +28,8 @@ from pathlib import Path
 import torch
 
 from lmlib import Trainer, Vocab, seed_everything
-from lmlib.models.awd_lstm import AWDLSTMConfig, AWDLSTMLanguageModel, ar_regularizer, tar_regularizer
-from lmlib.training.awd_training import NTASGD, SeqLenLRScale, variable_bptt_batches
+from lmlib.models.awd_lstm import AWDLSTMConfig, AWDLSTMLanguageModel
+from lmlib.training.awd_training import NTASGD, SeqLenLRScale, ar_regularizer, tar_regularizer, variable_bptt_batches
 from lmlib.text.batching import batchify, bptt_batches
 from lmlib.training.callbacks import GradientClipping
 from lmlib.data import load_ptb
@@ -41,7 +41,7 @@ BATCH, BPTT, EVAL_BATCH = 20, 35, 10
 EPOCHS = 6
 LR, CLIP, ALPHA, BETA, NONMONO, WEIGHT_DECAY = 30.0, 0.25, 2.0, 1.0, 2, 1.2e-6
 SEED = 141
-BASE = dict(emb_size=64, hidden_size=128, n_layers=3)
+BASE = dict(embed_size=64, hidden_size=128, num_layers=3)
 
 VARIANTS = {
     "all regularizers": {},
