@@ -1,24 +1,38 @@
 """Loaders that turn verified dataset files into ready Python objects.
 
-Each loader verifies its files' sha256 (fetching them first if missing) and decodes them with the
-encoding the publisher used: rt-polarity is Windows-1252, everything else UTF-8.
+Each loader reads its files once, verifies the sha256 of those bytes (fetching the file first if it is
+missing) and decodes the same bytes with the encoding the publisher used: rt-polarity is Windows-1252,
+everything else UTF-8.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import json
+import re
 from typing import NamedTuple
 
-from .store import path
+from .store import read_verified
 
 PTB_SPLITS = ("train", "valid", "test")
 SST2_SPLITS = ("train", "dev")
+IMDB_SPLITS = ("train", "test", "unsup")
+UD_SPLITS = ("train", "dev", "test")
+UNLABELLED = -1  # the label of IMDb's unlabelled reviews
 
 
 class LabelledTexts(NamedTuple):
     texts: list[str]
     labels: list[int]
+
+
+class RatedTexts(NamedTuple):
+    """Texts with their labels and the reviewers' star ratings (1-10; 0 where unknown)."""
+
+    texts: list[str]
+    labels: list[int]
+    ratings: list[int]
 
 
 class Analogy(NamedTuple):
@@ -43,7 +57,7 @@ def _check_split(split: str, allowed: tuple[str, ...], dataset: str) -> None:
 
 
 def _text(file_path: str, encoding: str = "utf-8") -> str:
-    return path(file_path).read_bytes().decode(encoding)
+    return read_verified(file_path).decode(encoding)
 
 
 def load_ptb(split: str = "train") -> list[list[str]]:
@@ -140,6 +154,84 @@ def load_simlex999() -> list[WordPair]:
     return pairs
 
 
+_HTML_BREAK = re.compile(r"<br\s*/?>", re.IGNORECASE)
+
+
+def load_imdb(split: str = "train", *, with_ratings: bool = False, keep_html: bool = False) -> LabelledTexts | RatedTexts:
+    """IMDb movie reviews (Maas et al. 2011): ``train`` and ``test`` hold 25,000 each, ``unsup`` 50,000.
+
+    Labels: 1 = positive (rated 7-10), 0 = negative (rated 1-4), ``UNLABELLED`` (-1) for ``unsup``.
+    Train and test are ordered all negatives, then all positives: shuffle before training.
+    ``with_ratings=True`` returns :class:`RatedTexts` with the star rating from each file name too
+    (0 for ``unsup``, whose ratings were not published).
+
+    The reviews were scraped from HTML and keep its line breaks as literal ``<br />`` tags, usually
+    doubled (``<br /><br />``) between paragraphs: about 4 per review. Left in, a tokenizer turns them
+    into frequent ``<``, ``br``, ``/``, ``>`` tokens that say nothing about the film. So by default
+    every break tag (``<br />``, and the rare ``<br>`` and ``<BR>``) becomes ``"\\n"``, and a paragraph
+    break reads ``"\\n\\n"``. ``keep_html=True`` returns the texts exactly as published.
+
+    The packed file is split on ``"\\n"`` only: reviews contain characters (U+0085) that
+    ``str.splitlines`` would also treat as line ends.
+    """
+    _check_split(split, IMDB_SPLITS, "imdb")
+    texts, labels, ratings = [], [], []
+    for line in _text(f"imdb/{split}.jsonl").split("\n"):
+        if not line:
+            continue
+        review = json.loads(line)
+        text = review["text"]
+        texts.append(text if keep_html else _HTML_BREAK.sub("\n", text))
+        labels.append({"pos": 1, "neg": 0, "unsup": UNLABELLED}[review["label"]])
+        ratings.append(review["rating"])
+    return RatedTexts(texts, labels, ratings) if with_ratings else LabelledTexts(texts, labels)
+
+
+def parse_conllu_pos(text: str, source: str = "CoNLL-U text") -> list[list[tuple[str, str]]]:
+    """Sentences of a CoNLL-U document as lists of (word form, UPOS tag) pairs.
+
+    CoNLL-U has one token per line with 10 tab-separated columns (ID FORM LEMMA UPOS ...), ``#`` comment
+    lines, and a blank line after each sentence. Two kinds of line are not words and are skipped:
+
+    * multiword-token ranges (ID ``3-4``): the surface form, e.g. ``don't``, whose words ``do`` and
+      ``n't`` follow on their own lines with their tags;
+    * empty nodes (ID ``5.1``): elided predicates of the enhanced graph, not in the text at all.
+
+    What remains is the sequence of syntactic words the UPOS tags belong to.
+    """
+    sentences, words = [], []
+    for number, line in enumerate(text.split("\n"), start=1):
+        line = line.rstrip("\r")
+        if not line:
+            if words:
+                sentences.append(words)
+                words = []
+            continue
+        if line.startswith("#"):
+            continue
+        cols = line.split("\t")
+        if len(cols) != 10:
+            raise ValueError(f"{source}, line {number}: expected 10 tab-separated CoNLL-U columns, got {len(cols)}: {line!r}")
+        if "-" in cols[0] or "." in cols[0]:
+            continue
+        words.append((cols[1], cols[3]))
+    if words:
+        sentences.append(words)
+    return sentences
+
+
+def load_ud_pos(split: str = "train") -> list[list[tuple[str, str]]]:
+    """Universal Dependencies English-EWT r2.16 sentences as lists of (word, UPOS) pairs.
+
+    12,544 train, 2,001 dev and 2,077 test sentences (204,577 / 25,147 / 25,094 words), tagged with the
+    17 universal part-of-speech tags (NOUN, VERB, ADP, PUNCT, ...). Multiword tokens and empty nodes are
+    skipped, see :func:`parse_conllu_pos`.
+    """
+    _check_split(split, UD_SPLITS, "ud-ewt")
+    file_path = f"ud-ewt/en_ewt-ud-{split}.conllu"
+    return parse_conllu_pos(_text(file_path), file_path)
+
+
 LOADERS = {
     "ptb": load_ptb,
     "tinyshakespeare": load_tiny_shakespeare,
@@ -150,6 +242,8 @@ LOADERS = {
     "analogies": load_analogies,
     "wordsim353": load_wordsim353,
     "simlex999": load_simlex999,
+    "imdb": load_imdb,
+    "ud-pos": load_ud_pos,
 }
 
 

@@ -3,6 +3,11 @@
 Every file is pinned to one commit of its public source repository, so the address cannot drift, and
 to the sha256 of its exact bytes, so a changed, truncated or corrupt copy is refused. A file that the
 publisher ships inside a zip archive is fetched as that archive and its member extracted unchanged.
+
+One dataset is stored in a packed form: the IMDb reviews are published as one ``.tar.gz`` of 100,000
+small files, which lmlib packs into three JSON Lines files (see :mod:`lmlib.data.imdb_pack`). Those
+files record the archive's own size and sha256 (:class:`Packed`), so the download is checked before
+anything is built from it, and the built files are checked against their own sha256 afterwards.
 """
 
 from __future__ import annotations
@@ -13,12 +18,25 @@ RAW = "https://raw.githubusercontent.com"
 
 
 @dataclass(frozen=True)
+class Packed:
+    """How a file is built from a whole archive: ``rule`` names the packing rule, ``part`` its output.
+
+    ``archive_sha256`` and ``archive_bytes`` pin the archive itself, which is verified before use.
+    """
+
+    rule: str
+    part: str
+    archive_sha256: str
+    archive_bytes: int
+
+
+@dataclass(frozen=True)
 class DataFile:
     """One published file.
 
     ``path`` is where it lives below the data directory (the same layout as the shared mirror);
-    ``url`` is the pinned address of the file itself, or of the zip archive that holds it as
-    ``member``.
+    ``url`` is the pinned address of the file itself, of the zip archive that holds it as
+    ``member``, or of the archive it is ``packed`` from.
     """
 
     path: str
@@ -26,6 +44,7 @@ class DataFile:
     bytes: int
     url: str
     member: str | None = None
+    packed: Packed | None = None
 
 
 @dataclass(frozen=True)
@@ -55,6 +74,12 @@ _D2L_ZH = ("d2l-ai/d2l-zh", "b4cbf0e6d7db8df4efd749d1cbf26adf770e593b")
 _PTB_ZIP = _github(*_D2L_ZH, "data/ptb.zip")
 _FRA_ZIP = _github(*_D2L_COLAB, "chapter_recurrent-modern/fra-eng.zip")
 _SIMLEX_ZIP = _github(*_SIMLEX, "SimLex-999.zip")
+_AMLM = ("dax44/AMLM", "05fb2144cdac27a88f277b3969df58e2ae041af6")
+_UD_EWT = ("UniversalDependencies/UD_English-EWT", "15d613d8447b3478787d4c278730a1e48a945efb")
+
+IMDB_ARCHIVE = "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
+_IMDB_ARCHIVE_SHA256 = "c40f74a18d3b61f90feba1e17730e0d38e8b97c05fde7008942e91923d1658fe"
+_IMDB_ARCHIVE_BYTES = 84_125_825
 
 DATASETS: dict[str, Dataset] = {
     d.name: d
@@ -143,6 +168,42 @@ DATASETS: dict[str, Dataset] = {
                       178_979, _github(*_D2L_EN, "data/timemachine.txt")),),
             "d2l-ai/d2l-en", "Text: public domain; repository: CC BY-SA 4.0",
             "H. G. Wells (1895), via Project Gutenberg and Dive into Deep Learning",
+        ),
+        Dataset(
+            "imdb",
+            "IMDb Large Movie Review Dataset v1.0 (25k train, 25k test, 50k unlabelled)",
+            tuple(
+                DataFile(f"imdb/{split}.jsonl", sha, size, IMDB_ARCHIVE,
+                         packed=Packed("imdb", split, _IMDB_ARCHIVE_SHA256, _IMDB_ARCHIVE_BYTES))
+                for split, sha, size in [
+                    ("train", "63f3dd227af430829859a2ce09d95e661f50650564a81928c160825f92edc305", 35_010_970),
+                    ("test", "68fb8442e9d2c87e51f045d04308972c1df238749250ca156778355503fdbe36", 34_204_568),
+                    ("unsup", "4c424287ecf3426f9af864c7d25f292b0a26f2e5ea4d6064e187a0f381e2ad64", 70_481_050),
+                ]
+            ) + (
+                DataFile("imdb/README", "a69bd3b91235c7fa1d6aadab51e257b7fa3f7b68f32b607483a72bd67f95e557",
+                         4_037, _github(*_AMLM, "data/aclImdb/README")),
+            ),
+            "ai.stanford.edu (aclImdb_v1.tar.gz, packed into JSON Lines); README from dax44/AMLM",
+            "No licence stated; research use, cite Maas et al. (2011)",
+            "A. Maas et al., Learning Word Vectors for Sentiment Analysis, ACL 2011",
+        ),
+        Dataset(
+            "ud-ewt",
+            "Universal Dependencies English-EWT r2.16 (CoNLL-U)",
+            tuple(
+                DataFile(f"ud-ewt/{name}", sha, size, _github(*_UD_EWT, name))
+                for name, sha, size in [
+                    ("en_ewt-ud-train.conllu", "3fb78e2b55482c8ee00caa653af436c88c9e5bc9a73ce26e4ae3ddc79d2b7e7b", 14_203_025),
+                    ("en_ewt-ud-dev.conllu", "531a54ff90d6ab12201c5a50c3e78e6ddac4de69abc4bce5d275d3cd29efe2b6", 1_805_545),
+                    ("en_ewt-ud-test.conllu", "e266e515a0a7547657ed3d90d9ba46487d6bd251f27ad4269d4e8a427c8555cd", 1_804_515),
+                    ("LICENSE.txt", "b3d1b0f4c6ae151f7eb78738f46ebd5ee140f8a7f76501ba26af123140d35ae7", 20_014),
+                    ("README.md", "099677d6938869b4e855e6ec6548fc24ffeb5fce90e1cd985847f7049664f29e", 18_569),
+                ]
+            ),
+            "UniversalDependencies/UD_English-EWT (r2.16)",
+            "CC BY-SA 4.0 (see ud-ewt/LICENSE.txt)",
+            "N. Silveira et al., A Gold Standard Dependency Corpus for English, LREC 2014; Universal Dependencies 2.16",
         ),
     ]
 }
