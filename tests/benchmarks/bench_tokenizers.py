@@ -1,0 +1,171 @@
+"""lmlib.text.tokenizers against Hugging Face tokenizers (Rust) on IMDb train: training and encoding time, and
+whether the encodings agree.
+
+Run from the repository root:
+    LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/bench_tokenizers.py [--vocab-size 8000]
+
+One process, one thread on each side, timed in CPU seconds (wall seconds are recorded too): lmlib is plain Python, and tokenizers is held to one thread
+(TOKENIZERS_PARALLELISM=false, RAYON_NUM_THREADS=1, set before it is imported). Both sides get the same
+25,000 reviews (break tags turned into newlines by load_imdb), the same vocabulary size, min_frequency=2
+and the same special tokens. Encoding is timed with an empty word cache, over every review; tokenizers'
+model is built from lmlib's own merges (BPE) or vocabulary (WordPiece), so the ids must be identical, and
+the script counts the reviews where they are not. tokenizers is timed with encode_batch_fast (ids only, the
+work lmlib does) and with encode_batch (which also tracks character offsets through normalization). Training results differ a little by design (ties are broken
+differently), so the overlap of the learned merges and vocabularies is reported too.
+Results go to tests/benchmarks/results/tokenizers.json.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ["TOKENIZERS_PARALLELISM"] = "false"
+os.environ["RAYON_NUM_THREADS"] = "1"
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import platform  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import tokenizers  # noqa: E402
+from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers  # noqa: E402
+
+from lmlib.data import load_imdb  # noqa: E402
+from lmlib.text.tokenizers import BPE_SPECIALS, WORDPIECE_SPECIALS, ByteLevelBPE, WordPiece  # noqa: E402
+
+OUT = Path(__file__).parent / "results" / "tokenizers.json"
+
+
+def timed(fn, *args, **kwargs):
+    """Result, and CPU seconds of this process (all its threads): on a shared machine, wall time mostly measures
+    the neighbours; with one thread per side, CPU time is the work done. Wall seconds go to WALL."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = fn(*args, **kwargs)
+    WALL.append(round(time.perf_counter() - wall, 3))
+    return result, round(time.process_time() - cpu, 3)
+
+
+WALL: list[float] = []
+
+
+def hf_bpe(vocab=None, merges=None) -> Tokenizer:
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    return tok
+
+
+def hf_wordpiece(vocab=None) -> Tokenizer:
+    tok = Tokenizer(models.WordPiece(vocab=vocab, unk_token="[UNK]", max_input_chars_per_word=100))
+    tok.normalizer = normalizers.Sequence([normalizers.NFC(), normalizers.BertNormalizer(
+        clean_text=True, handle_chinese_chars=True, strip_accents=True, lowercase=True)])
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    return tok
+
+
+def train_hf_bpe(texts, vocab_size):
+    tok = hf_bpe()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=2, special_tokens=list(BPE_SPECIALS),
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(texts, trainer)
+    return tok
+
+
+def train_hf_wordpiece(texts, vocab_size):
+    tok = hf_wordpiece()
+    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=2, show_progress=False,
+                                        special_tokens=list(WORDPIECE_SPECIALS), limit_alphabet=100_000)
+    tok.train_from_iterator(texts, trainer)
+    return tok
+
+
+def hf_merges(tok: Tokenizer) -> list[tuple[str, str]]:
+    return [tuple(m) if not isinstance(m, str) else tuple(m.split(" ")) for m in
+            json.loads(tok.to_str())["model"]["merges"]]
+
+
+def encode_both(texts, ours, theirs: Tokenizer):
+    ours._cache.clear()
+    lmlib_ids, lmlib_s = timed(lambda: [ours.encode(t) for t in texts])
+    theirs.encode_batch_fast(texts[:10])  # let tokenizers build its thread pool and caches' first pages untimed
+    hf_fast, fast_s = timed(theirs.encode_batch_fast, texts)  # no character offsets: the like-for-like call
+    hf_out, hf_s = timed(theirs.encode_batch, texts)
+    differ = sum(a != b.ids or a != c.ids for a, b, c in zip(lmlib_ids, hf_out, hf_fast))
+    return {"lmlib_s": lmlib_s, "hf_tokenizers_s": fast_s, "ratio_lmlib_over_hf": round(lmlib_s / fast_s, 1),
+            "hf_tokenizers_with_offsets_s": hf_s, "ratio_lmlib_over_hf_with_offsets": round(lmlib_s / hf_s, 1),
+            "wall_s": {"lmlib": WALL[-3], "hf_tokenizers": WALL[-2], "hf_tokenizers_with_offsets": WALL[-1]},
+            "tokens": sum(map(len, lmlib_ids)), "reviews_with_different_ids": differ}
+
+
+def overlap(a, b) -> float:
+    return round(len(set(a) & set(b)) / max(len(set(a)), 1), 4)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--vocab-size", type=int, default=8000)
+    parser.add_argument("--reviews", type=int, default=None, help="first N reviews only (a quick probe)")
+    args = parser.parse_args()
+    texts = load_imdb("train").texts[: args.reviews]
+    load_before = [round(x, 2) for x in os.getloadavg()]
+    report = {
+        "what": "lmlib.text.tokenizers (pure Python) vs Hugging Face tokenizers (Rust), training and encoding on IMDb "
+                "train; *_s are CPU seconds of the process (one thread per side), ratio = lmlib / tokenizers; "
+                "wall_s for reference",
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "command": f"LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/bench_tokenizers.py "
+                   f"--vocab-size {args.vocab_size}" + (f" --reviews {args.reviews}" if args.reviews else ""),
+        "settings": {"corpus": f"IMDb train via load_imdb ({len(texts):,} reviews, {sum(map(len, texts)):,} characters)",
+                     "vocab_size": args.vocab_size, "min_frequency": 2, "threads": {"lmlib": 1, "hf_tokenizers": 1},
+                     "bpe_special_tokens": list(BPE_SPECIALS), "wordpiece_special_tokens": list(WORDPIECE_SPECIALS)},
+        "machine": {"machine": platform.machine(), "processor": _cpu_name(), "python": platform.python_version(),
+                    "tokenizers": tokenizers.__version__, "cores": "2, shared with other jobs (see load averages)"},
+        "load_average_before": load_before,
+    }
+
+    bpe, bpe_s = timed(ByteLevelBPE.train, texts, args.vocab_size)
+    hf_trained, hf_bpe_s = timed(train_hf_bpe, texts, args.vocab_size)
+    theirs = hf_merges(hf_trained)
+    first_diff = next((i for i, (a, b) in enumerate(zip(bpe.merges, theirs)) if a != b), None)
+    report["bpe"] = {
+        "train": {"lmlib_s": bpe_s, "hf_tokenizers_s": hf_bpe_s, "ratio_lmlib_over_hf": round(bpe_s / hf_bpe_s, 1),
+                  "wall_s": {"lmlib": WALL[-2], "hf_tokenizers": WALL[-1]},
+                  "lmlib_merges": len(bpe.merges), "hf_merges": len(theirs),
+                  "shared_merges_fraction": overlap(bpe.merges, theirs), "first_different_merge": first_diff},
+        "encode": encode_both(texts, bpe, hf_bpe(bpe.stoi, bpe.merges)),
+    }
+    print(json.dumps(report["bpe"], indent=1), flush=True)
+
+    report["wordpiece"] = {}
+    hf_wp, hf_wp_s = timed(train_hf_wordpiece, texts, args.vocab_size)
+    hf_wp_wall = WALL[-1]
+    hf_vocab = hf_wp.get_vocab()
+    for score in ("frequency", "likelihood"):
+        wp, wp_s = timed(WordPiece.train, texts, args.vocab_size, score=score)
+        row = {"train": {"lmlib_s": wp_s, "hf_tokenizers_s": hf_wp_s, "ratio_lmlib_over_hf": round(wp_s / hf_wp_s, 1),
+                         "wall_s": {"lmlib": WALL[-1], "hf_tokenizers": hf_wp_wall},
+                         "lmlib_vocab": len(wp), "hf_vocab": len(hf_vocab),
+                         "shared_tokens_fraction_with_hf_trainer": overlap(wp.vocab, hf_vocab)},
+               "encode": encode_both(texts, wp, hf_wordpiece(wp.stoi))}
+        report["wordpiece"][score] = row
+        print(score, json.dumps(row, indent=1), flush=True)
+    report["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
+    report["note"] = ("tokenizers' WordPieceTrainer scores pairs by frequency; lmlib's 'likelihood' row has no "
+                      "tokenizers counterpart, and its training time is compared with the same frequency trainer")
+    if args.reviews is None:
+        OUT.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n")
+        print("wrote", OUT)
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+if __name__ == "__main__":
+    main()
