@@ -7,7 +7,8 @@ from fractions import Fraction
 import pytest
 import torch
 
-from lmlib.training.schedules import STLR, discriminative_lrs, lr_find, stlr, stlr_cut, stlr_figure, stlr_schedule, suggest_lr
+from lmlib.course.figures import lr_find_figure, stlr_figure
+from lmlib.training.schedules import STLR, discriminative_lrs, lr_find, stlr, stlr_cut, stlr_schedule, suggest_lr
 from lmlib.training.trainer import Trainer
 
 
@@ -144,7 +145,7 @@ def test_lr_finder_on_a_quadratic_with_known_good_range():
     assert all(math.isfinite(s) for s in res.smoothed[:-1])
     # bias-corrected EMA: the first smoothed value equals the first loss
     assert res.smoothed[0] == pytest.approx(res.losses[0])
-    fig = res.figure()
+    fig = lr_find_figure(res)
     assert len(fig.data) == 2
 
 

@@ -8,13 +8,22 @@ import torch.nn.functional as F
 from torch import nn
 
 import lmlib
-from lmlib.text.batching import batchify, bptt_batches, random_blocks
+from lmlib.text.batching import batchify, bptt_batches, classification_batches, random_blocks
 from lmlib.training.callbacks import (
-    Checkpoint, EarlyStopping, GradientClipping, LivePlot, LRSchedule, MaxSteps, ProgressBar, Regularizer, TimeBudget,
-    freeze, param_groups, unfreeze,
+    Checkpoint,
+    EarlyStopping,
+    GradientClipping,
+    LivePlot,
+    LRSchedule,
+    MaxSteps,
+    ProgressBar,
+    Regularizer,
+    TimeBudget,
+    freeze,
+    unfreeze,
 )
 from lmlib.training.objectives import StatefulLMLoss, classification_loss, next_token_loss
-from lmlib.text.batching import classification_batches
+from lmlib.training.schedules import discriminative_param_groups
 from lmlib.training.trainer import BatchResult, Trainer
 
 
@@ -128,7 +137,7 @@ def test_stateful_loss_carries_state_across_windows_and_is_reset_each_pass():
 
 def test_lr_schedule_sets_each_groups_rate_from_its_own_base():
     model = TinyLM()
-    groups = param_groups([model.emb, model.out], [0.1, 0.4])
+    groups = discriminative_param_groups([model.emb, model.out], 0.4, factor=4.0)  # rates 0.1 and 0.4
     sched = LRSchedule(lambda t: 0.5 ** t)
     trainer = Trainer(model, torch.optim.SGD(groups), next_token_loss, callbacks=[sched], device="cpu")
     trainer.fit(blocks, epochs=1)

@@ -9,20 +9,20 @@ import pytest
 import torch
 from torch import nn
 
-from lmlib.models.awd_lstm import AWDLSTMConfig, AWDLSTMLanguageModel
-from lmlib.text.batching import classification_batches
-from lmlib.training.objectives import classification_loss
-from lmlib.training.schedules import STLR
-from lmlib.training.trainer import Trainer
-from lmlib.models.ulmfit import (PRETRAINED_DIR, GradualUnfreezing, PoolingClassifierHead, ULMFiTClassifier, concat_pool,
-                          discriminative_param_groups, extend_vocab, lm_param_groups, load_pretrained,
-                          save_pretrained, unfreezing_timeline)
 from lmlib.data import sha256_of
+from lmlib.models.awd_lstm import AWDLSTMConfig, AWDLSTMLanguageModel
+from lmlib.models.ulmfit import PoolingClassifierHead, ULMFiTClassifier, concat_pool, extend_vocab
+from lmlib.recipes.ulmfit import PRETRAINED_DIR, load_pretrained, save_pretrained
+from lmlib.text.batching import classification_batches
 from lmlib.text.vocab import Vocab
+from lmlib.training.callbacks import GradualUnfreezing
+from lmlib.training.objectives import classification_loss
+from lmlib.training.schedules import STLR, discriminative_param_groups, unfreezing_timeline
+from lmlib.training.trainer import Trainer
 
 
 def tiny_cfg(vocab_size=12, **kw):
-    base = dict(vocab_size=vocab_size, emb_size=6, hidden_size=8, n_layers=3, embed_p=0.0, input_p=0.0,
+    base = dict(vocab_size=vocab_size, embed_size=6, hidden_size=8, num_layers=3, embed_p=0.0, input_p=0.0,
                 hidden_p=0.0, weight_p=0.0, output_p=0.0, pad_id=0)
     return AWDLSTMConfig(**{**base, **kw})
 
@@ -72,7 +72,7 @@ def test_classifier_ignores_padding():
 def test_discriminative_groups_lrs_are_eta_over_2_6_powers():
     torch.manual_seed(0)
     lm = AWDLSTMLanguageModel(tiny_cfg())
-    groups = lm_param_groups(lm, 0.01)
+    groups = discriminative_param_groups(lm.layer_groups(), 0.01)
     assert [g["lr"] for g in groups] == pytest.approx([0.01 / 2.6**k for k in (3, 2, 1, 0)])
     ids = [id(p) for g in groups for p in g["params"]]
     assert len(ids) == len(set(ids)) == len(list(lm.parameters()))  # tied weight once, every parameter once
@@ -148,7 +148,7 @@ def test_save_and_load_pretrained_verifies_sha256(tmp_path):
     report = save_pretrained(lm, vocab, tmp_path, {"valid_ppl": 1.0})
     assert report["sha256"]["vocab.json"] == sha256_of(tmp_path / "vocab.json")
     loaded, loaded_vocab = load_pretrained(tmp_path, output_p=0.3)
-    assert loaded_vocab == vocab and loaded.cfg.output_p == 0.3
+    assert loaded_vocab == vocab and loaded.config.output_p == 0.3
     ids = torch.tensor([[2, 3, 4, 5]])
     assert torch.allclose(loaded.eval()(ids)[0], lm(ids)[0], atol=1e-2)  # fp16 storage
     data = bytearray((tmp_path / "awd_lstm_ptb.safetensors").read_bytes())
@@ -163,12 +163,12 @@ def test_shipped_checkpoint_loads_and_is_small():
     report = json.loads((PRETRAINED_DIR / "pretrain.json").read_text())
     assert (PRETRAINED_DIR / "awd_lstm_ptb.safetensors").stat().st_size <= 8 * 1024 * 1024
     lm, vocab = load_pretrained()
-    assert len(vocab) == lm.cfg.vocab_size == 10001 and vocab.itos[0] == "<pad>"
+    assert len(vocab) == lm.config.vocab_size == 10001 and vocab.itos[0] == "<pad>"
     assert report["sha256"]["awd_lstm_ptb.safetensors"] == sha256_of(PRETRAINED_DIR / "awd_lstm_ptb.safetensors")
 
 
 def test_overlap_is_matched_on_letters_so_tokenization_and_case_do_not_hide_it():
-    from lmlib.models.ulmfit import overlap_free_indices
+    from lmlib.recipes.ulmfit import overlap_free_indices
 
     train = [["a", "fine", "film", "."], ["dull", "!"], ["it's", "good"], ["new", "one"]]
     held_out = [["A", "fine", "film"], ["it", "'s", "good", "."]]
@@ -177,11 +177,11 @@ def test_overlap_is_matched_on_letters_so_tokenization_and_case_do_not_hide_it()
 
 
 def test_shipped_checkpoint_was_made_by_the_recipe_in_the_code_and_its_readme_tells_the_truth():
-    from lmlib.models.ulmfit import PRETRAIN_CONFIG, PRETRAIN_RECIPE, PRETRAINED_DIR
+    from lmlib.recipes.ulmfit import PRETRAIN_CONFIG, PRETRAIN_RECIPE, PRETRAINED_DIR
 
     report = json.loads((PRETRAINED_DIR / "pretrain.json").read_text())
     recipe = {k: tuple(v) if isinstance(v, list) else v for k, v in report["recipe"].items()}
-    assert recipe == PRETRAIN_RECIPE, "the checkpoint was trained with another recipe: rerun `python -m lmlib.models.ulmfit pretrain`"
+    assert recipe == PRETRAIN_RECIPE, "the checkpoint was trained with another recipe: rerun `python -m lmlib.recipes.ulmfit pretrain`"
     assert {k: report["config"][k] for k in PRETRAIN_CONFIG} == PRETRAIN_CONFIG
     readme = (PRETRAINED_DIR / "README.md").read_text()
     for sha in report["sha256"].values():

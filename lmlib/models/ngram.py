@@ -34,7 +34,7 @@ from itertools import chain, repeat
 
 import numpy as np
 
-from ..text.vocab import Vocab
+from ..text.vocab import EOS, UNK, Vocab
 
 SMOOTHINGS = ("mle", "add_k", "interp", "kn", "mkn")
 BOS = "<s>"
@@ -127,7 +127,7 @@ class NGramLM:
         counts = Counter(chain.from_iterable(sentences))
         if BOS in counts:
             raise ValueError(f"{BOS!r} is the start symbol the model adds itself; remove it from the training text")
-        self.vocab = Vocab(counts, unk="<unk>")
+        self.vocab = Vocab(counts, unk=UNK)
         self.bos_id = len(self.vocab)
         self.base = len(self.vocab) + 1  # ids 0..V-1 are words, V is <s>
         ids, pos = self._encode(sentences)
@@ -384,7 +384,7 @@ class NGramLM:
             return float(np.exp(-np.mean(np.log(p))))
 
     def sample(self, context: Sequence[str] = (), max_tokens: int = 30, temperature: float = 1.0,
-               seed: int | None = 0, stop: str | None = "<eos>") -> list[str]:
+               seed: int | None = 0, stop: str | None = EOS) -> list[str]:
         """Draw words one at a time from p(w | history)^(1/temperature), renormalised, until ``stop``."""
         self._check_fitted()
         if not temperature > 0:

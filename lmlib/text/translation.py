@@ -32,10 +32,7 @@ from typing import NamedTuple
 
 import torch
 
-from .vocab import Vocab
-
-PAD, UNK, BOS, EOS = "<pad>", "<unk>", "<bos>", "<eos>"
-SPECIALS = (PAD, UNK, BOS, EOS)
+from .vocab import BOS, EOS, PAD, SPECIALS, UNK, Vocab
 
 #: English openings of a small, learnable domain: descriptions of people ("she is taller than me.").
 SIMPLE_PREFIXES = (

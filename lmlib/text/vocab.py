@@ -13,6 +13,13 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+# The special tokens, spelled the same way everywhere in the course.
+PAD = "<pad>"  # fills a batch's rows up to the longest sequence
+UNK = "<unk>"  # stands for every word outside the vocabulary
+BOS = "<bos>"  # starts a target sentence (translation)
+EOS = "<eos>"  # ends a sentence (PTB lines, translation)
+SPECIALS = (PAD, UNK, BOS, EOS)  # in this order they take ids 0..3 of a translation vocabulary
+
 
 class Vocab:
     """Token <-> id map.
@@ -21,7 +28,7 @@ class Vocab:
         tokens: the training tokens (an iterable of strings, a string for characters, or a ``Counter``).
         min_freq: types seen fewer times than this are left out and map to ``unk``.
         max_size: keep at most this many types in total, specials included.
-        specials: tokens that always get the first ids, e.g. ``("<pad>", "<unk>")``.
+        specials: tokens that always get the first ids, e.g. ``(PAD, UNK)``.
         unk: the token unknown types map to. It is added to ``specials`` if missing. With ``unk=None``
             an unknown token is an error instead, which is what a closed vocabulary such as PTB's wants.
     """
@@ -33,7 +40,7 @@ class Vocab:
         min_freq: int = 1,
         max_size: int | None = None,
         specials: Iterable[str] = (),
-        unk: str | None = "<unk>",
+        unk: str | None = UNK,
     ):
         if min_freq < 1:
             raise ValueError(f"min_freq must be at least 1, got {min_freq}")
@@ -46,12 +53,30 @@ class Vocab:
         kept = sorted((t for t, c in counts.items() if c >= min_freq and t not in specials), key=lambda t: (-counts[t], t))
         if max_size is not None:
             kept = kept[: max_size - len(specials)]
-        self.itos: list[str] = specials + kept
-        if not self.itos:
+        if not specials + kept:
             raise ValueError("cannot build a vocabulary from an empty corpus")
-        self.stoi: dict[str, int] = {t: i for i, t in enumerate(self.itos)}
+        self._set(specials + kept, unk, Counter({t: counts[t] for t in specials + kept if t in counts}))
+
+    def _set(self, itos: list[str], unk: str | None, counts: Counter) -> None:
+        self.itos: list[str] = itos
+        self.stoi: dict[str, int] = {t: i for i, t in enumerate(itos)}
         self.unk = unk
-        self.counts = Counter({t: counts[t] for t in self.itos if t in counts})
+        self.counts = counts
+
+    @classmethod
+    def from_itos(cls, itos: Iterable[str], unk: str | None = UNK, counts: Counter | dict | None = None) -> Vocab:
+        """The vocabulary whose id i is ``itos[i]``, exactly as given (a saved vocabulary, or one extended
+        with new words). ``unk`` must be one of the tokens when it is not None."""
+        itos = list(itos)
+        if len(set(itos)) != len(itos):
+            raise ValueError("itos lists a token twice; each token needs exactly one id")
+        if not itos:
+            raise ValueError("cannot build a vocabulary from an empty list of tokens")
+        if unk is not None and unk not in itos:
+            raise ValueError(f"the unknown-token {unk!r} is not among the tokens; add it or pass unk=None")
+        vocab = cls.__new__(cls)
+        vocab._set(itos, unk, Counter(counts or {}))
+        return vocab
 
     def __len__(self) -> int:
         return len(self.itos)
@@ -74,7 +99,7 @@ class Vocab:
         if self.unk is None:
             raise KeyError(
                 f"{token!r} is not in the vocabulary ({len(self)} types) and it has no unknown-token; "
-                f"build it with unk='<unk>' to map unseen tokens, or map the token before encoding"
+                f"build it with unk={UNK!r} to map unseen tokens, or map the token before encoding"
             )
         return self.stoi[self.unk]
 
@@ -96,12 +121,7 @@ class Vocab:
     @classmethod
     def load(cls, path: str | Path) -> Vocab:
         state = json.loads(Path(path).read_text())
-        vocab = cls.__new__(cls)
-        vocab.itos = state["itos"]
-        vocab.stoi = {t: i for i, t in enumerate(vocab.itos)}
-        vocab.unk = state["unk"]
-        vocab.counts = Counter(state["counts"])
-        return vocab
+        return cls.from_itos(state["itos"], state["unk"], state["counts"])
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Vocab) and self.itos == other.itos and self.unk == other.unk

@@ -10,6 +10,9 @@ Merity, Keskar & Socher (2018), "Regularizing and optimizing LSTM language model
 * **NT-ASGD** (section 3, Algorithm 1). Plain SGD until the validation metric has not improved on
   the best value seen more than n checks ago ("non-monotone" trigger); from that step T on, keep the
   running average of the iterates and return  w̄ = 1 / (k - T + 1) · Σ_{i=T}^{k} w_i.
+* **AR and TAR** (section 4.6; Merity, McCann & Socher 2017, "Revisiting activation regularization for
+  language RNNs"): penalties on the last layer's outputs, which the model keeps after each forward
+  pass as ``last_outputs`` (after dropout) and ``last_raw_outputs`` (before it).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from contextlib import contextmanager
 import torch
 
 from ..text.batching import LMBatch, bptt_batches
+from .callbacks import Regularizer
 from .trainer import Callback, Trainer
 
 
@@ -229,5 +233,41 @@ class NTASGD(Callback):
         self.average = state["average"]
 
 
+# -- AR and TAR ----------------------------------------------------------------------------------------
+def activation_penalty(dropped_last: torch.Tensor) -> torch.Tensor:
+    """AR: L2(m ⊙ h_t), the mean square of the last layer's *dropped* outputs ``(batch, time, units)``.
+
+    The paper writes α L2(m ⊙ h_t); its code (and ours) uses the mean of squares over batch, time and
+    units, so α does not depend on the sizes. Multiply by α (2 on PTB) via :func:`ar_regularizer`.
+    """
+    if dropped_last.dim() != 3:
+        raise ValueError(f"AR expects (batch, time, units), got shape {tuple(dropped_last.shape)}")
+    return dropped_last.pow(2).mean()
+
+
+def temporal_activation_penalty(raw_last: torch.Tensor) -> torch.Tensor:
+    """TAR: L2(h_t - h_{t+1}), the mean square of consecutive differences of the *raw* last-layer outputs.
+
+    ``raw_last`` is ``(batch, time, units)``; differences are taken along time. Slowly changing hidden
+    states are encouraged; multiply by β (1 on PTB) via :func:`tar_regularizer`.
+    """
+    if raw_last.dim() != 3:
+        raise ValueError(f"TAR expects (batch, time, units), got shape {tuple(raw_last.shape)}")
+    if raw_last.size(1) < 2:
+        return raw_last.new_zeros(())
+    return (raw_last[:, 1:] - raw_last[:, :-1]).pow(2).mean()
+
+
+def ar_regularizer(alpha: float = 2.0) -> Regularizer:
+    """A Trainer callback adding α · AR of ``trainer.model.last_outputs[-1]`` to each training loss."""
+    return Regularizer(lambda trainer: activation_penalty(trainer.model.last_outputs[-1]), alpha, "AR")
+
+
+def tar_regularizer(beta: float = 1.0) -> Regularizer:
+    """A Trainer callback adding β · TAR of ``trainer.model.last_raw_outputs[-1]`` to each training loss."""
+    return Regularizer(lambda trainer: temporal_activation_penalty(trainer.model.last_raw_outputs[-1]), beta, "TAR")
+
+
 __all__ = ["bptt_length_sampler", "length_distribution", "variable_bptt_batches", "SeqLenLRScale",
-           "nt_asgd_should_switch", "nt_asgd_trigger_check", "NTASGD"]
+           "nt_asgd_should_switch", "nt_asgd_trigger_check", "NTASGD", "activation_penalty", "temporal_activation_penalty",
+           "ar_regularizer", "tar_regularizer"]

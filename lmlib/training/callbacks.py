@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import nn
@@ -83,9 +83,46 @@ def freeze(module: nn.Module) -> nn.Module:
 
 
 def unfreeze(module: nn.Module) -> nn.Module:
+    """Let gradients reach every parameter of ``module`` again."""
     for p in module.parameters():
         p.requires_grad_(True)
     return module
+
+
+class GradualUnfreezing(Callback):
+    """Gradual unfreezing (Howard & Ruder 2018, sec. 3.3) as a Trainer callback.
+
+    ``groups`` lowest first (a model's ``layer_groups()``). In the first epoch of ``fit`` only the last
+    group trains; each later epoch unfreezes the next lower group, until all train. Frozen parameters
+    get ``requires_grad=False``, so they get no gradient and the optimizer leaves them untouched.
+    ``schedule`` records, per epoch, the indices of the groups that trained.
+    """
+
+    def __init__(self, groups: Sequence[nn.Module]):
+        if len(groups) < 1:
+            raise ValueError("GradualUnfreezing needs at least one layer group")
+        self.groups = list(groups)
+        self.start_epoch: int | None = None
+        self.schedule: list[list[int]] = []
+
+    def n_trainable(self, epoch_in_fit: int) -> int:
+        return min(epoch_in_fit + 1, len(self.groups))
+
+    def on_fit_begin(self, trainer: Trainer) -> None:
+        if self.start_epoch is None:
+            self.start_epoch = trainer.epoch
+
+    def on_epoch_begin(self, trainer: Trainer) -> None:
+        k = self.n_trainable(trainer.epoch - self.start_epoch)
+        for i, group in enumerate(self.groups):
+            (unfreeze if i >= len(self.groups) - k else freeze)(group)
+        self.schedule.append(list(range(len(self.groups) - k, len(self.groups))))
+
+    def state_dict(self) -> dict:
+        return {"start_epoch": self.start_epoch, "schedule": self.schedule}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.start_epoch, self.schedule = state["start_epoch"], [list(s) for s in state["schedule"]]
 
 
 class EarlyStopping(Callback):
@@ -195,12 +232,15 @@ class LivePlot(Callback):
         self.last_draw = 0.0
 
     def figure(self):
-        from ..course.viz import line_plot
+        import plotly.graph_objects as go
 
-        series = {"train (smoothed)": (self.steps, self.smoothed)}
+        fig = go.Figure(go.Scatter(x=self.steps, y=self.smoothed, name="train (smoothed)", mode="lines"))
         if self.valid:
-            series["validation"] = ([s for s, _ in self.valid], [v for _, v in self.valid])
-        return line_plot(series, title=self.title, x_title="step", y_title="loss")
+            fig.add_trace(go.Scatter(x=[s for s, _ in self.valid], y=[v for _, v in self.valid], name="validation",
+                                     mode="lines"))
+        fig.update_layout(title=self.title, xaxis_title="step", yaxis_title="loss", template="plotly_white",
+                          margin=dict(l=60, r=20, t=50, b=50), height=380)
+        return fig
 
     def _bundle(self) -> dict:
         # A plotly figure displays itself through _ipython_display_, which ignores display ids: every
@@ -255,7 +295,3 @@ class History(Callback):
     def on_evaluate_end(self, trainer: Trainer, result: EvalResult) -> None:
         self.results.append((trainer.step, result))
 
-
-def param_groups(modules: Iterable[nn.Module], lrs: Iterable[float]) -> list[dict]:
-    """Optimizer parameter groups, one per module with its own learning rate (discriminative fine-tuning)."""
-    return [{"params": list(m.parameters()), "lr": lr} for m, lr in zip(modules, lrs)]

@@ -3,22 +3,27 @@
 * Slanted triangular learning rates (STLR) and discriminative fine-tuning: Howard & Ruder (2018),
   "Universal Language Model Fine-tuning for Text Classification", section 3.2.
 * The learning-rate range test ("LR finder"): Smith (2017), "Cyclical Learning Rates for Training
-  Neural Networks", section 3.3, in the exponential form popularised by the fastai library.
+  Neural Networks", section 3.3, in the exponential form popularised by the fastai library, run as a
+  callback (:class:`LRFinder`) on the one Trainer.
 
 The schedules are pure functions of the step so tests can check them against the paper's formula.
+Their figures are in :mod:`lmlib.course.figures`.
 """
 
 from __future__ import annotations
 
+import copy
 import math
-from collections.abc import Callable, Iterable
-from fractions import Fraction
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 import torch
+from torch import nn
 
 from .callbacks import LRSchedule
+from .trainer import Callback, Trainer
 
 
 def _check_stlr_args(T: int, cut_frac: float, ratio: float, eta_max: float) -> None:
@@ -132,22 +137,31 @@ def discriminative_lrs(eta_top: float, n_groups: int, factor: float = 2.6) -> li
     return [eta_top / factor ** (n_groups - 1 - l) for l in range(n_groups)]
 
 
-def stlr_figure(T: int = 1000, cut_frac: float = 0.1, ratio: float = 32.0, eta_max: float = 0.01):
-    """The STLR schedule with the cut (end of warm-up) and the peak η_max marked."""
-    import plotly.graph_objects as go
+def discriminative_param_groups(groups: Sequence[nn.Module], eta_top: float, factor: float = 2.6) -> list[dict]:
+    """Optimizer parameter groups with η^l = η^L / factor^(L−l) (:func:`discriminative_lrs`), one per module
+    of ``groups`` (lowest first, e.g. a model's ``layer_groups()``). A parameter shared by two groups (a
+    tied embedding and decoder) belongs to the first one it appears in, so each is optimized once."""
+    lrs = discriminative_lrs(eta_top, len(groups), factor)
+    seen: set[int] = set()
+    out = []
+    for module, lr in zip(groups, lrs):
+        params = [p for p in module.parameters() if id(p) not in seen]
+        seen.update(id(p) for p in params)
+        out.append({"params": params, "lr": lr})
+    return out
 
-    from ..course.viz import LAYOUT
 
-    etas = stlr_schedule(T, cut_frac, ratio, eta_max)
-    cut = stlr_cut(T, cut_frac)
-    fig = go.Figure(go.Scatter(x=list(range(T)), y=etas, mode="lines", name="η_t"))
-    fig.add_vline(x=cut, line_dash="dash", line_color="gray")
-    peak = max(range(T), key=etas.__getitem__)
-    fig.add_trace(go.Scatter(x=[peak], y=[etas[peak]], mode="markers+text", name="peak",
-                             text=[f"peak η={etas[peak]:.2e} at t={peak}"], textposition="top right"))
-    fig.update_layout(title=f"STLR: T={T}, cut_frac={cut_frac:g}, ratio={ratio:g}, η_max={eta_max:.3g} → cut={cut}",
-                      xaxis_title="iteration t", yaxis_title="learning rate η_t", showlegend=False, **LAYOUT)
-    return fig
+def unfreezing_timeline(n_groups: int, epochs: int, eta_top: float, factor: float = 2.6,
+                        gradual: bool = True) -> torch.Tensor:
+    """``(n_groups, epochs)`` peak learning rate of each group in each epoch (0 where it is frozen) under
+    discriminative rates and, with ``gradual``, :class:`~lmlib.training.callbacks.GradualUnfreezing`."""
+    lrs = discriminative_lrs(eta_top, n_groups, factor)
+    table = torch.zeros(n_groups, epochs)
+    for e in range(epochs):
+        k = min(e + 1, n_groups) if gradual else n_groups
+        for g in range(n_groups - k, n_groups):
+            table[g, e] = lrs[g]
+    return table
 
 
 # -- the learning-rate range test -------------------------------------------------------------------
@@ -163,22 +177,6 @@ class LRFinderResult:
     rule: str
     diverged: bool = False
     extra: dict = field(default_factory=dict)
-
-    def figure(self):
-        import plotly.graph_objects as go
-
-        from ..course.viz import LAYOUT
-
-        fig = go.Figure()
-        fig.add_trace(go.Scatter(x=self.lrs, y=self.losses, name="loss", mode="lines", opacity=0.35))
-        fig.add_trace(go.Scatter(x=self.lrs, y=self.smoothed, name="smoothed loss", mode="lines"))
-        fig.add_vline(x=self.suggestion, line_dash="dash", line_color="crimson")
-        fig.add_annotation(x=math.log10(self.suggestion), y=1, yref="paper", showarrow=False,
-                           text=f"suggested {self.suggestion:.1e}", xanchor="left", yanchor="bottom")
-        fig.update_layout(title=f"LR range test ({self.rule})", xaxis_title="learning rate",
-                          yaxis_title="training loss", **LAYOUT)
-        fig.update_xaxes(type="log")
-        return fig
 
 
 def suggest_lr(lrs: list[float], smoothed: list[float], skip_start: int = 2, skip_end: int = 1) -> float:
@@ -197,6 +195,71 @@ def suggest_lr(lrs: list[float], smoothed: list[float], skip_start: int = 2, ski
     return lrs[best]
 
 
+class LRFinder(Callback):
+    """The learning-rate range test (Smith 2017) as a Trainer callback: step i of ``num_iter`` trains at
+
+        η_i = start_lr · (end_lr / start_lr)^(i / (num_iter − 1))
+
+    (every parameter group alike). The loss is smoothed with a bias-corrected exponential moving average,
+        m_i = β m_{i−1} + (1 − β) ℓ_i,     ŝ_i = m_i / (1 − β^(i+1)),
+    and training stops after ``num_iter`` steps, or once ŝ_i > ``diverge_factor`` × (best ŝ so far) or the
+    loss is not finite. At the end of fit the model and optimizer are restored as they were, so the test
+    leaves no trace; :meth:`result` holds the sweep and the suggested rate.
+    """
+
+    def __init__(self, start_lr: float = 1e-7, end_lr: float = 10.0, num_iter: int = 100, beta: float = 0.98,
+                 diverge_factor: float = 4.0):
+        if not 0 < start_lr < end_lr:
+            raise ValueError(f"need 0 < start_lr < end_lr, got {start_lr} and {end_lr}")
+        if num_iter < 5:
+            raise ValueError(f"num_iter must be at least 5, got {num_iter}")
+        if not 0 <= beta < 1:
+            raise ValueError(f"beta must be in [0, 1), got {beta}")
+        self.start_lr, self.end_lr, self.num_iter, self.beta = start_lr, end_lr, num_iter, beta
+        self.diverge_factor = diverge_factor
+        self.lrs: list[float] = []
+        self.losses: list[float] = []
+        self.smoothed: list[float] = []
+        self.average, self.best, self.diverged = 0.0, math.inf, False
+        self.saved: tuple[dict, dict] | None = None
+
+    def on_fit_begin(self, trainer: Trainer) -> None:
+        self.saved = copy.deepcopy(trainer.model.state_dict()), copy.deepcopy(trainer.optimizer.state_dict())
+
+    def on_batch_begin(self, trainer: Trainer, batch) -> None:
+        i = len(self.lrs)
+        lr = self.start_lr * (self.end_lr / self.start_lr) ** (i / (self.num_iter - 1))
+        for g in trainer.optimizer.param_groups:
+            g["lr"] = lr
+        self.lrs.append(lr)
+
+    def on_loss(self, trainer: Trainer, loss: torch.Tensor) -> torch.Tensor:
+        value, i = loss.item(), len(self.losses)
+        self.average = self.beta * self.average + (1 - self.beta) * value
+        smooth = self.average / (1 - self.beta ** (i + 1))
+        self.losses.append(value)
+        self.smoothed.append(smooth)
+        self.best = min(self.best, smooth)
+        if not math.isfinite(value) or smooth > self.diverge_factor * self.best:
+            self.diverged = trainer.stop_training = True
+        elif len(self.losses) == self.num_iter:
+            trainer.stop_training = True
+        return loss
+
+    def on_fit_end(self, trainer: Trainer) -> None:
+        self.restore(trainer)
+
+    def restore(self, trainer: Trainer) -> None:
+        """Put back the weights and optimizer state saved when the sweep began."""
+        model_state, optimizer_state = self.saved
+        trainer.model.load_state_dict(model_state)
+        trainer.optimizer.load_state_dict(optimizer_state)
+
+    def result(self) -> LRFinderResult:
+        return LRFinderResult(self.lrs, self.losses, self.smoothed, suggest_lr(self.lrs, self.smoothed),
+                              "steepest descent of the smoothed loss", self.diverged)
+
+
 def lr_find(
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
@@ -208,50 +271,16 @@ def lr_find(
     beta: float = 0.98,
     diverge_factor: float = 4.0,
 ) -> LRFinderResult:
-    """Exponential LR sweep (Smith 2017): train ``num_iter`` steps with η_i = start·(end/start)^(i/(n−1)).
-
-    The loss is smoothed with a bias-corrected exponential moving average,
-        m_i = β m_{i−1} + (1 − β) ℓ_i,     ŝ_i = m_i / (1 − β^(i+1)),
-    and the sweep stops once ŝ_i > ``diverge_factor`` × (best ŝ so far). Suggested rate: steepest
-    descent of ŝ against log η (:func:`suggest_lr`). The model and optimizer are restored afterwards,
-    so the test leaves no trace. ``batches`` is cycled if shorter than ``num_iter``.
-    """
-    if not 0 < start_lr < end_lr:
-        raise ValueError(f"need 0 < start_lr < end_lr, got {start_lr} and {end_lr}")
-    if num_iter < 5:
-        raise ValueError(f"num_iter must be at least 5, got {num_iter}")
-    if not 0 <= beta < 1:
-        raise ValueError(f"beta must be in [0, 1), got {beta}")
-    import copy
-
-    from .trainer import _as_result
-
-    saved_model, saved_opt = copy.deepcopy(model.state_dict()), copy.deepcopy(optimizer.state_dict())
+    """Run the range test of :class:`LRFinder` on the one Trainer: ``num_iter`` steps over ``batches``
+    (cycled if shorter), then the model and optimizer are restored. Suggested rate: steepest descent of
+    the smoothed loss against log η (:func:`suggest_lr`)."""
+    finder = LRFinder(start_lr, end_lr, num_iter, beta, diverge_factor)
     batches = list(batches)
     if not batches:
         raise ValueError("lr_find needs at least one batch")
-    lrs, losses, smoothed = [], [], []
-    avg, best, diverged = 0.0, math.inf, False
-    model.train()
-    for i in range(num_iter):
-        lr = start_lr * (end_lr / start_lr) ** (i / (num_iter - 1))
-        for g in optimizer.param_groups:
-            g["lr"] = lr
-        loss = _as_result(loss_fn(model, batches[i % len(batches)])).loss
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        value = loss.item()
-        avg = beta * avg + (1 - beta) * value
-        smooth = avg / (1 - beta ** (i + 1))
-        lrs.append(lr)
-        losses.append(value)
-        smoothed.append(smooth)
-        best = min(best, smooth)
-        if not math.isfinite(value) or smooth > diverge_factor * best:
-            diverged = True
-            break
-    model.load_state_dict(saved_model)
-    optimizer.load_state_dict(saved_opt)
-    suggestion = suggest_lr(lrs, smoothed)
-    return LRFinderResult(lrs, losses, smoothed, suggestion, "steepest descent of the smoothed loss", diverged)
+    trainer = Trainer(model, optimizer, loss_fn, [finder], device=next(model.parameters()).device)
+    try:
+        trainer.fit([batches[i % len(batches)] for i in range(num_iter)], epochs=1)
+    except FloatingPointError:  # the loss stopped being finite: the sweep diverged, and the Trainer refuses the step
+        finder.restore(trainer)
+    return finder.result()

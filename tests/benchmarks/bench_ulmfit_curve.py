@@ -25,9 +25,11 @@ from pathlib import Path
 
 import torch
 
-from lmlib.models import ulmfit as U
 from lmlib.models.awd_lstm import AWDLSTMConfig, AWDLSTMLanguageModel
+from lmlib.models.ulmfit import ULMFiTClassifier, extend_vocab
+from lmlib.recipes import ulmfit as U
 from lmlib.runtime import seed_everything
+from lmlib.text.vocab import PAD
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SETTINGS = dict(
@@ -51,9 +53,9 @@ def lm_and_vocab(lm_texts, pretrained: bool):
         lm, vocab = U.load_pretrained(**SETTINGS["dropouts"])
     else:  # the same vocabulary, built without the weights
         vocab = U.ptb_vocab()
-        lm = AWDLSTMLanguageModel(AWDLSTMConfig(vocab_size=len(vocab), pad_id=vocab[U.PAD],
+        lm = AWDLSTMLanguageModel(AWDLSTMConfig(vocab_size=len(vocab), pad_id=vocab[PAD],
                                                 **{**U.PRETRAIN_CONFIG, **SETTINGS["dropouts"]}))
-    return U.extend_vocab(lm, vocab, lm_texts, SETTINGS["lm_min_freq"], SETTINGS["lm_max_new"])
+    return extend_vocab(lm, vocab, lm_texts, SETTINGS["lm_min_freq"], SETTINGS["lm_max_new"])
 
 
 def lm_ppl(lm, vocab, texts):
@@ -91,10 +93,10 @@ def run(part: str):
         else:
             texts, labels = U.sample_balanced(train_texts, train_labels, size, SETTINGS["seed"])
         n = len(texts)
-        fresh = AWDLSTMLanguageModel(lm.cfg)
+        fresh = AWDLSTMLanguageModel(lm.config)
         if part == "ulmfit":
             fresh.encoder.load_state_dict(encoder_state)
-        model = U.ULMFiTClassifier(fresh.encoder, 2, **SETTINGS["head"])
+        model = ULMFiTClassifier(fresh.encoder, 2, **SETTINGS["head"])
         start = time.perf_counter()
         trainer = U.train_classifier(
             model, U.encode_texts(vocab, texts), labels, SETTINGS["epochs"], SETTINGS["eta_top"],
