@@ -2,6 +2,7 @@
 WordPiece models, loaded with lmlib's own merges and vocabularies, on held-out IMDb and PTB text and on seeded
 random Unicode strings; the merge trainer against a from-scratch recount at every step."""
 
+import doctest
 import random
 from collections import Counter
 
@@ -10,6 +11,7 @@ from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers
 from transformers.models.bert.tokenization_bert_legacy import BasicTokenizer as HFBasicTokenizer
 
 from lmlib.data import load_imdb, load_ptb
+from lmlib.text import tokenizers as tokenizers_module
 from lmlib.text.tokenizers import (
     BYTE_TO_CHAR,
     SPECIAL_TOKENS,
@@ -211,6 +213,12 @@ def test_bpe_bad_input_says_what_to_do(bpe):
         bpe.decode([len(bpe)])
     with pytest.raises(ValueError, match="pair of non-empty strings"):
         ByteLevelBPE([("a",)])
+    with pytest.raises(ValueError, match="learned order"):
+        ByteLevelBPE([("ab", "c"), ("a", "b")])
+
+
+def test_module_examples_run():
+    assert doctest.testmod(tokenizers_module).failed == 0
 
 
 def test_bpe_save_load_and_determinism(bpe, corpus, tmp_path):

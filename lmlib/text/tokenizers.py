@@ -23,9 +23,10 @@ Face ``tokenizers`` breaks ties by its internal ids instead, so a few late merge
 >>> bpe = ByteLevelBPE.train(["low lower lowest", "new newer newest"], vocab_size=262)
 >>> bpe.decode(bpe.encode("lowest newer!")) == "lowest newer!"
 True
->>> wp = WordPiece.train(["unaffable affable", "un able"], vocab_size=60, score="frequency")
->>> wp.tokenize("Unaffable!")[-1]
-'!'
+>>> WordPiece(["[UNK]", "un", "##aff", "##able", "!"]).tokenize("Unaffable!")
+['un', '##aff', '##able', '!']
+>>> WordPiece.train(["unable, unaffable; affable?"] * 2, vocab_size=26, score="frequency").tokenize("Unaffable!")
+['unaffable', '[UNK]']
 """
 
 from __future__ import annotations
@@ -269,10 +270,14 @@ class ByteLevelBPE:
         if len(set(self.special_tokens)) != len(self.special_tokens):
             raise ValueError(f"special tokens repeat: {self.special_tokens}")
         self.itos = list(self.special_tokens)
-        for token in [*_BYTE_TABLE, *(a + b for a, b in self.merges)]:
-            if token not in self.itos:
-                self.itos.append(token)
         self.stoi = {t: i for i, t in enumerate(self.itos)}
+        for rank, token in enumerate([*_BYTE_TABLE, *(a + b for a, b in self.merges)]):
+            if rank >= 256 and not {*self.merges[rank - 256]} <= self.stoi.keys():
+                raise ValueError(f"merge {rank - 256} {self.merges[rank - 256]} joins a token that is neither a byte "
+                                 f"symbol nor the result of an earlier merge; merges must be listed in learned order")
+            if token not in self.stoi:
+                self.stoi[token] = len(self.itos)
+                self.itos.append(token)
         self.ranks = {m: r for r, m in enumerate(self.merges)}
         self._cache: dict[str, list[int]] = {}
 
