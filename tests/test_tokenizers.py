@@ -119,26 +119,27 @@ def test_sennrich_example_merges_in_documented_tie_order():
     assert merge_word(list("aaa"), "a", "a", "aa") == ["aa", "a"]
 
 
+def order(p, pairs, symbols, score):
+    """The documented order: highest score, then highest count, then the pair that sorts first."""
+    s = pairs[p] if score == "frequency" else likelihood_score(pairs[p], symbols[p[0]], symbols[p[1]])
+    return -s, -pairs[p], p
+
+
 def naive_merges(word_counts, n_tokens, known, join, score, min_frequency=2):
     """Recount every pair and symbol from scratch before each merge, and take the best by the documented order."""
     words, freqs = [list(w) for w in word_counts], list(word_counts.values())
     tokens, merges = set(known), []
     while len(tokens) < n_tokens:
         pairs, symbols = Counter(), Counter()
-        for w, f in zip(words, freqs):
+        for w, f in zip(words, freqs, strict=True):
             for s in w:
                 symbols[s] += f
-            for p in zip(w, w[1:]):
+            for p in zip(w, w[1:], strict=False):
                 pairs[p] += f
-        candidates = [p for p, c in pairs.items() if c >= min_frequency]
+        candidates = [(order(p, pairs, symbols, score), p) for p, c in pairs.items() if c >= min_frequency]
         if not candidates:
             break
-
-        def order(p):
-            s = pairs[p] if score == "frequency" else likelihood_score(pairs[p], symbols[p[0]], symbols[p[1]])
-            return -s, -pairs[p], p
-
-        best = min(candidates, key=order)
+        best = min(candidates)[1]
         merged = join(*best)
         words = [merge_word(w, *best, merged) for w in words]
         merges.append(best)

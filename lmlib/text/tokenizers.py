@@ -153,13 +153,13 @@ class _PairStats:
         self.symbols: defaultdict[str, int] = defaultdict(int)
         self.where: defaultdict[tuple[str, str], set[int]] = defaultdict(set)
         self.pairs_of: defaultdict[str, set[tuple[str, str]]] = defaultdict(set)
-        for i, (word, f) in enumerate(zip(words, freqs)):
+        for i, (word, f) in enumerate(zip(words, freqs, strict=True)):
             self._add(i, word, f)
 
     def _add(self, i: int, word: list[str], f: int) -> None:
         for s in word:
             self.symbols[s] += f
-        for p in zip(word, word[1:]):
+        for p in zip(word, word[1:], strict=False):
             self.pairs[p] += f
             self.where[p].add(i)
             self.pairs_of[p[0]].add(p)
@@ -168,7 +168,7 @@ class _PairStats:
     def _remove(self, word: list[str], f: int) -> None:
         for s in word:
             self.symbols[s] -= f
-        for p in zip(word, word[1:]):
+        for p in zip(word, word[1:], strict=False):
             self.pairs[p] -= f
 
     def merge(self, a: str, b: str, merged: str) -> set[tuple[str, str]]:
@@ -184,8 +184,8 @@ class _PairStats:
             self._remove(old, self.freqs[i])
             self._add(i, new, self.freqs[i])
             self.words[i] = new
-            changed.update(zip(old, old[1:]))
-            changed.update(zip(new, new[1:]))
+            changed.update(zip(old, old[1:], strict=False))
+            changed.update(zip(new, new[1:], strict=False))
         return changed
 
 
@@ -312,7 +312,7 @@ class ByteLevelBPE:
         """Apply the merges to one word: repeatedly merge the adjacent pair learned earliest (lowest rank)."""
         ranks, never = self.ranks, len(self.ranks)
         while len(symbols) > 1:
-            pair = min(zip(symbols, symbols[1:]), key=lambda p: ranks.get(p, never))
+            pair = min(zip(symbols, symbols[1:], strict=False), key=lambda p: ranks.get(p, never))
             if pair not in ranks:
                 break
             symbols = merge_word(symbols, pair[0], pair[1], pair[0] + pair[1])

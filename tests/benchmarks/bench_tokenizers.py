@@ -90,7 +90,7 @@ def encode_both(texts, ours, theirs: Tokenizer):
     theirs.encode_batch_fast(texts[:10])  # let tokenizers build its thread pool and caches' first pages untimed
     hf_fast, fast_s = timed(theirs.encode_batch_fast, texts)  # no character offsets: the like-for-like call
     hf_out, hf_s = timed(theirs.encode_batch, texts)
-    differ = sum(a != b.ids or a != c.ids for a, b, c in zip(lmlib_ids, hf_out, hf_fast))
+    differ = sum(a != b.ids or a != c.ids for a, b, c in zip(lmlib_ids, hf_out, hf_fast, strict=True))
     return {"lmlib_s": lmlib_s, "hf_tokenizers_s": fast_s, "ratio_lmlib_over_hf": round(lmlib_s / fast_s, 1),
             "hf_tokenizers_with_offsets_s": hf_s, "ratio_lmlib_over_hf_with_offsets": round(lmlib_s / hf_s, 1),
             "wall_s": {"lmlib": WALL[-3], "hf_tokenizers": WALL[-2], "hf_tokenizers_with_offsets": WALL[-1]},
@@ -126,7 +126,7 @@ def main() -> None:
     bpe, bpe_s = timed(ByteLevelBPE.train, texts, args.vocab_size)
     hf_trained, hf_bpe_s = timed(train_hf_bpe, texts, args.vocab_size)
     theirs = hf_merges(hf_trained)
-    first_diff = next((i for i, (a, b) in enumerate(zip(bpe.merges, theirs)) if a != b), None)
+    first_diff = next((i for i, (a, b) in enumerate(zip(bpe.merges, theirs, strict=False)) if a != b), None)
     report["bpe"] = {
         "train": {"lmlib_s": bpe_s, "hf_tokenizers_s": hf_bpe_s, "ratio_lmlib_over_hf": round(bpe_s / hf_bpe_s, 1),
                   "wall_s": {"lmlib": WALL[-2], "hf_tokenizers": WALL[-1]},
