@@ -19,7 +19,7 @@ from lmlib.training.objectives import next_token_loss
 
 def _model(direct: bool, seed: int = 0) -> NNLM:
     torch.manual_seed(seed)
-    model = NNLM(NNLMConfig(vocab_size=11, order=4, embed_dim=3, hidden_dim=5, direct=direct))
+    model = NNLM(NNLMConfig(vocab_size=11, order=4, embed_size=3, hidden_size=5, direct=direct))
     if direct:  # W starts at zero; give it values so the test sees it
         with torch.no_grad():
             model.W.normal_()
@@ -72,7 +72,7 @@ def test_trainer_learns_a_deterministic_sequence():
     torch.manual_seed(0)
     stream = torch.tensor([1, 2, 3, 4, 5, 6] * 40)
     contexts, targets = ngram_windows(stream, order=3, pad_id=0)
-    model = NNLM(NNLMConfig(vocab_size=7, order=3, embed_dim=4, hidden_dim=16))
+    model = NNLM(NNLMConfig(vocab_size=7, order=3, embed_size=4, hidden_size=16))
     before = perplexity(model, contexts, targets)
     trainer = Trainer(model, torch.optim.Adam(model.parameters(), lr=0.05), next_token_loss, device="cpu")
     trainer.fit(lambda e: window_batches(contexts, targets, 32, torch.Generator().manual_seed(e)), epochs=15)
@@ -89,11 +89,11 @@ def test_loss_is_cross_entropy():
 
 @pytest.mark.parametrize("kwargs,message", [
     (dict(order=1), r"order \(n\) must be at least 2"), (dict(vocab_size=1), "vocab_size must be at least 2"),
-    (dict(embed_dim=0), "embed_dim and hidden_dim must be positive, got 0, 2"),
-    (dict(hidden_dim=-3), "embed_dim and hidden_dim must be positive, got 2, -3"),
+    (dict(embed_size=0), "embed_size and hidden_size must be positive, got 0, 2"),
+    (dict(hidden_size=-3), "embed_size and hidden_size must be positive, got 2, -3"),
 ])
 def test_bad_config_raises(kwargs, message):
-    args = dict(vocab_size=10, order=3, embed_dim=2, hidden_dim=2) | kwargs
+    args = dict(vocab_size=10, order=3, embed_size=2, hidden_size=2) | kwargs
     with pytest.raises(ValueError, match=message):
         NNLMConfig(**args)
 

@@ -22,7 +22,7 @@ from lmlib.training.objectives import seq2seq_loss
 
 def small_model(attention="additive", seed=0):
     torch.manual_seed(seed)
-    return Seq2Seq(Seq2SeqConfig(src_vocab_size=11, tgt_vocab_size=9, emb_dim=6, hidden=5, attention=attention)).eval()
+    return Seq2Seq(Seq2SeqConfig(src_vocab_size=11, tgt_vocab_size=9, embed_size=6, hidden_size=5, attention=attention)).eval()
 
 
 def toy_batch():

@@ -58,3 +58,17 @@ def test_ptb_vocabulary_has_exactly_ten_thousand_types(ptb_train):
     v = Vocab((t for line in ptb_train for t in line), unk="<unk>")
     assert len(v) == 10_000 and v.itos[0] == "<unk>"
     assert v.counts["<unk>"] == 45_020 and v.counts["N"] == 32_481
+
+
+def test_from_itos_keeps_the_ids_given_and_refuses_what_cannot_be_a_vocabulary():
+    from lmlib.text.vocab import PAD, UNK
+
+    vocab = Vocab.from_itos([PAD, UNK, "b", "a"], counts={"a": 3, "b": 1})
+    assert vocab.encode(["a", "b", "zzz"]) == [3, 2, 1] and vocab.counts["a"] == 3
+    assert Vocab.from_itos(vocab.itos, vocab.unk, vocab.counts) == vocab
+    with pytest.raises(ValueError, match="twice"):
+        Vocab.from_itos(["a", "a"], unk=None)
+    with pytest.raises(ValueError, match="unknown-token"):
+        Vocab.from_itos(["a", "b"])
+    with pytest.raises(ValueError, match="empty"):
+        Vocab.from_itos([], unk=None)

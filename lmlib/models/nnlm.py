@@ -35,8 +35,8 @@ class NNLMConfig:
 
     vocab_size: int
     order: int = 5
-    embed_dim: int = 60  # m, the size of each feature vector C(w)
-    hidden_dim: int = 100  # h, the number of tanh units
+    embed_size: int = 60  # m, the size of each feature vector C(w)
+    hidden_size: int = 100  # h, the number of tanh units
     direct: bool = False  # the direct connections W from x to the output
 
     def __post_init__(self):
@@ -44,8 +44,8 @@ class NNLMConfig:
             raise ValueError(f"vocab_size must be at least 2, got {self.vocab_size}")
         if self.order < 2:
             raise ValueError(f"order (n) must be at least 2 so there is a context word, got {self.order}")
-        if self.embed_dim < 1 or self.hidden_dim < 1:
-            raise ValueError(f"embed_dim and hidden_dim must be positive, got {self.embed_dim}, {self.hidden_dim}")
+        if self.embed_size < 1 or self.hidden_size < 1:
+            raise ValueError(f"embed_size and hidden_size must be positive, got {self.embed_size}, {self.hidden_size}")
 
     @property
     def context(self) -> int:
@@ -62,7 +62,7 @@ class NNLM(nn.Module):
     def __init__(self, config: NNLMConfig):
         super().__init__()
         self.config = config
-        V, m, h, k = config.vocab_size, config.embed_dim, config.hidden_dim, config.context
+        V, m, h, k = config.vocab_size, config.embed_size, config.hidden_size, config.context
         self.C = nn.Embedding(V, m)
         self.H = nn.Parameter(torch.empty(h, k * m))
         self.d = nn.Parameter(torch.zeros(h))

@@ -38,8 +38,8 @@ from .attention import SCORE_FUNCTIONS, make_attention
 class Seq2SeqConfig:
     src_vocab_size: int
     tgt_vocab_size: int
-    emb_dim: int = 64
-    hidden: int = 128
+    embed_size: int = 64
+    hidden_size: int = 128
     attention: str | None = "additive"
     dropout: float = 0.0
     pad_id: int = 0
@@ -48,8 +48,8 @@ class Seq2SeqConfig:
     max_src_len: int = 64
 
     def __post_init__(self):
-        if min(self.src_vocab_size, self.tgt_vocab_size, self.emb_dim, self.hidden) < 1:
-            raise ValueError(f"vocabulary sizes, emb_dim and hidden must be positive: {self}")
+        if min(self.src_vocab_size, self.tgt_vocab_size, self.embed_size, self.hidden_size) < 1:
+            raise ValueError(f"vocabulary sizes, embed_size and hidden_size must be positive: {self}")
         if not 0 <= self.dropout < 1:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
         if self.attention is not None and self.attention not in SCORE_FUNCTIONS:
@@ -82,21 +82,21 @@ class Seq2Seq(nn.Module):
     def __init__(self, config: Seq2SeqConfig):
         super().__init__()
         self.config = c = config
-        self.src_embed = nn.Embedding(c.src_vocab_size, c.emb_dim, padding_idx=c.pad_id)
-        self.tgt_embed = nn.Embedding(c.tgt_vocab_size, c.emb_dim, padding_idx=c.pad_id)
-        self.encoder = nn.GRU(c.emb_dim, c.hidden, batch_first=True, bidirectional=True)
-        d_ctx = 2 * c.hidden
-        self.init_state = nn.Linear(d_ctx, c.hidden)
+        self.src_embed = nn.Embedding(c.src_vocab_size, c.embed_size, padding_idx=c.pad_id)
+        self.tgt_embed = nn.Embedding(c.tgt_vocab_size, c.embed_size, padding_idx=c.pad_id)
+        self.encoder = nn.GRU(c.embed_size, c.hidden_size, batch_first=True, bidirectional=True)
+        d_ctx = 2 * c.hidden_size
+        self.init_state = nn.Linear(d_ctx, c.hidden_size)
         self.attention = (None if c.attention is None else
-                          make_attention(c.attention, c.hidden, d_ctx, d_attn=c.hidden, max_keys=c.max_src_len))
+                          make_attention(c.attention, c.hidden_size, d_ctx, d_attn=c.hidden_size, max_keys=c.max_src_len))
         if c.attention in ("dot", "scaled_dot", "content"):
             # dot products and cosines need the query and keys in one space: project the annotations to hidden
-            self.key_proj = nn.Linear(d_ctx, c.hidden, bias=False)
-        self.decoder = nn.GRUCell(c.emb_dim + d_ctx, c.hidden)
+            self.key_proj = nn.Linear(d_ctx, c.hidden_size, bias=False)
+        self.decoder = nn.GRUCell(c.embed_size + d_ctx, c.hidden_size)
         # a small "deep output" layer before the softmax (Bahdanau use a maxout layer of 500 units):
-        # it keeps the big vocabulary projection cheap, from emb_dim units instead of hidden + emb + 2·hidden
-        self.readout = nn.Linear(c.hidden + c.emb_dim + d_ctx, c.emb_dim)
-        self.output = nn.Linear(c.emb_dim, c.tgt_vocab_size)
+        # it keeps the big vocabulary projection cheap, from embed_size units instead of hidden + emb + 2·hidden
+        self.readout = nn.Linear(c.hidden_size + c.embed_size + d_ctx, c.embed_size)
+        self.output = nn.Linear(c.embed_size, c.tgt_vocab_size)
         self.dropout = nn.Dropout(c.dropout)
 
     # -- encoder -------------------------------------------------------------------------------------
@@ -151,7 +151,7 @@ class Seq2Seq(nn.Module):
 
     def _advance(self, y_prev: torch.Tensor, state: DecoderState):
         """c_i = Σ_j α_ij h_j with α_ij from a(s_{i-1}, h_j);  s_i = GRU([E y_{i-1}; c_i], s_{i-1});
-        t_i = tanh(W_t [s_i; E y_{i-1}; c_i]). Returns t_i (batch, emb_dim), the next state, α_i or None."""
+        t_i = tanh(W_t [s_i; E y_{i-1}; c_i]). Returns t_i (batch, embed_size), the next state, α_i or None."""
         emb = self.dropout(self.tgt_embed(y_prev))
         ctx, weights = self.context(state.hidden, state.encoded)
         s = self.decoder(torch.cat([emb, ctx], dim=-1), state.hidden)

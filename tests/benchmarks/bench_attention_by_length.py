@@ -46,7 +46,7 @@ def run(model_name: str, seconds: float, threads: int) -> dict:
     data = prepare_translation(max_len=s["max_len"], max_pairs=s["max_pairs"], min_freq=s["min_freq"],
                                test_frac=s["test_frac"], seed=s["seed"])
     lmlib.seed_everything(s["seed"])
-    config = Seq2SeqConfig(len(data.src_vocab), len(data.tgt_vocab), emb_dim=s["emb_dim"], hidden=s["hidden"],
+    config = Seq2SeqConfig(len(data.src_vocab), len(data.tgt_vocab), embed_size=s["emb_dim"], hidden_size=s["hidden"],
                            attention=None if model_name == "fixed" else model_name)
     model = Seq2Seq(config)
     valid = translation_batches(example_pairs(data.valid), data.src_vocab, data.tgt_vocab, 256, shuffle=False)

@@ -78,7 +78,7 @@ def main() -> None:
 
     config = TransformerConfig(len(src_vocab), len(tgt_vocab), d_model=128, num_heads=4, num_encoder_layers=2,
                                num_decoder_layers=2, d_ff=256, dropout=0.0, max_len=32)
-    rnn_config = Seq2SeqConfig(len(src_vocab), len(tgt_vocab), emb_dim=64, hidden=128, attention="additive")
+    rnn_config = Seq2SeqConfig(len(src_vocab), len(tgt_vocab), embed_size=64, hidden_size=128, attention="additive")
 
     def adam(params, kwargs):
         return torch.optim.Adam(params, **kwargs)

@@ -47,7 +47,7 @@ def main() -> None:
     def windows(split, order):
         return ngram_windows(vocab.encode(tok for line in split for tok in line), order, pad_id=eos)
 
-    config = NNLMConfig(len(vocab), order=5, embed_dim=60, hidden_dim=100, direct=True)
+    config = NNLMConfig(len(vocab), order=5, embed_size=60, hidden_size=100, direct=True)
     batch_size, lr = 256, 1e-3
     train_x, train_y = windows(train, config.order)
     valid_x, valid_y = windows(valid, config.order)
