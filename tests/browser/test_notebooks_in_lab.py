@@ -1,0 +1,146 @@
+"""Every notebook, opened in JupyterLab in headless Chromium and run top to bottom, looks right to a student.
+
+For each notebooks/*.ipynb (new notebooks are picked up automatically) the test opens a temporary copy in
+JupyterLab, presses Run All, waits until the kernel is idle and every prompt is numbered, and asserts:
+
+- the notebook has a kernelspec and opens without unsaved changes;
+- no cell shows an error or stderr output;
+- every plotly figure is drawn with a non-zero size, and each axis range contains its data without exceeding it
+  by orders of magnitude (a log axis at most 2 decades beyond its data);
+- every widget renders; every interactive view (interact, interactive_output, an Output beside controls) shows
+  output, and moving each slider (ArrowRight on its handle) or pressing each button changes that output within
+  a few seconds, with no error;
+- every bertviz view draws its SVG;
+- no request leaves 127.0.0.1 (all are routed; others are aborted and listed);
+- no JavaScript error in the page, except the console messages listed in labdriver.TOLERATED_CONSOLE;
+- no float artefacts (0.09999999999999999, 5.000000000000001) in output text or figure titles, also after the
+  controls moved;
+- widget labels are not cut off and text inputs show their whole default value;
+- the kernel's peak memory (with its child processes) stays within 1.5 GB.
+
+Run time and peak memory per notebook go to tests/browser/artifacts/summary.json, a screenshot of every widget to
+tests/browser/artifacts/<notebook>/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from labdriver import REPO, LabPage, LabServer, MemoryMonitor, find_chromium, open_and_run, prepare_root
+
+CHROMIUM = find_chromium()
+if CHROMIUM is None:
+    pytest.skip("browser tests skipped: no Chromium found (install the 'chromium' package)", allow_module_level=True)
+pytest.importorskip("playwright.sync_api", reason="browser tests skipped: the playwright package is not installed")
+pytest.importorskip("psutil", reason="browser tests skipped: the psutil package is not installed")
+
+from playwright.sync_api import sync_playwright  # noqa: E402
+
+NOTEBOOKS = sorted(p.name for p in (REPO / "notebooks").glob("*.ipynb"))
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+PEAK_MEMORY_LIMIT_MB = 1536   # the teach preset promises each notebook under 1.5 GB
+
+# Playwright must never fetch a browser of its own: it drives the system Chromium given by executable_path.
+os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
+
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
+
+
+@pytest.fixture(scope="module")
+def lab():
+    """One JupyterLab for the module, over a temporary copy of the notebooks; kernels in the teach preset."""
+    with tempfile.TemporaryDirectory(prefix="lmlib-lab-") as tmp:
+        tmp = Path(tmp)
+        root = prepare_root(tmp)
+        # The root conftest.py has set the data mirror, HF_HUB_OFFLINE, the teach preset and TQDM_DISABLE in
+        # os.environ; kernels inherit the server's environment. Results the notebooks record go to a scratch folder.
+        env = {**os.environ, "LMLIB_PRESET": os.environ.get("LMLIB_PRESET", "teach"), "HF_HUB_OFFLINE": "1",
+               "TRANSFORMERS_OFFLINE": "1", "TQDM_DISABLE": "1", "LMLIB_RESULTS_DIR": str(tmp / "results"),
+               "PYTHONDONTWRITEBYTECODE": "1"}
+        server = LabServer(root, tmp, env)
+        try:
+            yield server
+        finally:
+            server.stop()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture(scope="module")
+def lab_page(lab, browser):
+    """JupyterLab loaded once in one page; each test opens its notebook there, as from the file browser."""
+    page = LabPage(browser, lab)
+    try:
+        yield page
+    finally:
+        page.close()
+
+
+def _record(name: str, entry: dict) -> None:
+    """Add one notebook's numbers to artifacts/summary.json (rewritten atomically after every notebook)."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / "summary.json"
+    try:
+        summary = json.loads(path.read_text())
+    except (OSError, ValueError):
+        summary = {}
+    summary.setdefault("notebooks", {})[name] = entry
+    summary["updated"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
+    os.replace(tmp, path)
+
+
+def _startup_problems(lab_page) -> list[str]:
+    """Requests and console errors while JupyterLab itself loaded (reported once, with the first notebook)."""
+    startup, lab_page.startup = lab_page.startup, None
+    if startup is None:
+        return []
+    return ([f"a request left 127.0.0.1 while JupyterLab loaded: {u[:200]}" for u in startup.blocked_requests]
+            + [f"console error while JupyterLab loaded: {m}" for m in startup.console_errors])
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS)
+def test_notebook_in_jupyterlab(notebook, lab, lab_page):
+    problems = [f"before this notebook: {p}" for p in _startup_problems(lab_page)]
+    metadata = json.loads((REPO / "notebooks" / notebook).read_text(encoding="utf-8")).get("metadata", {})
+    if not metadata.get("kernelspec", {}).get("name"):
+        problems.append("metadata: no kernelspec (JupyterLab asks the student to pick a kernel)")
+
+    lab.shutdown_kernels()
+    started = time.perf_counter()
+    with MemoryMonitor(lab.proc.pid) as memory:
+        report = open_and_run(lab_page, notebook, ARTIFACTS / Path(notebook).stem)
+    lab.shutdown_kernels()
+    report.peak_rss_mb = round(memory.peak / 2**20)
+    problems += report.problems
+    for url in report.blocked_requests:
+        problems.append(f"network: a request left 127.0.0.1 and was aborted: {url[:200]}")
+    for message in report.console_errors:
+        problems.append(f"javascript: console error: {message}")
+    if report.peak_rss_mb > PEAK_MEMORY_LIMIT_MB:
+        problems.append(f"memory: the kernel peaked at {report.peak_rss_mb} MB, over {PEAK_MEMORY_LIMIT_MB} MB")
+
+    _record(notebook, {
+        "passed": not problems, "run_s": report.run_s, "open_s": report.open_s, "widgets_s": report.widgets_s,
+        "total_s": round(time.perf_counter() - started, 1), "kernel_peak_rss_mb": report.peak_rss_mb,
+        "figures": report.figures, "widget_views": report.widget_views, "interactions": report.interactions, "dirty_flag_on_open": report.dirty_on_open,
+        "bertviz_views": report.bertviz_views, "tolerated_console": sorted(set(report.tolerated_console)),
+        "problems": problems, "screenshots": report.screenshots,
+    })
+    assert not problems, f"{notebook}: {len(problems)} problem(s) a student would see:\n  - " + "\n  - ".join(problems)
