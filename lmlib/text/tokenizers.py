@@ -144,49 +144,56 @@ def merge_word(symbols: list[str], a: str, b: str, merged: str) -> list[str]:
 
 
 class _PairStats:
-    """Counts of adjacent pairs and of single symbols over a corpus of words with frequencies, kept up to date
-    as pairs are merged, plus an index from each pair (and symbol) to the words that hold it."""
+    """Counts of adjacent pairs (and, for the likelihood score, of single symbols) over a corpus of words with
+    frequencies, kept up to date as pairs are merged, plus an index from each pair to the words that hold it."""
 
-    def __init__(self, words: list[list[str]], freqs: list[int]):
-        self.words, self.freqs = words, freqs
+    def __init__(self, words: list[list[str]], freqs: list[int], count_symbols: bool):
+        self.words, self.freqs, self.count_symbols = words, freqs, count_symbols
         self.pairs: defaultdict[tuple[str, str], int] = defaultdict(int)
         self.symbols: defaultdict[str, int] = defaultdict(int)
         self.where: defaultdict[tuple[str, str], set[int]] = defaultdict(set)
         self.pairs_of: defaultdict[str, set[tuple[str, str]]] = defaultdict(set)
         for i, (word, f) in enumerate(zip(words, freqs, strict=True)):
-            self._add(i, word, f)
+            self._count(word, f)
+            for p in zip(word, word[1:], strict=False):
+                self._index(i, p)
 
-    def _add(self, i: int, word: list[str], f: int) -> None:
-        for s in word:
-            self.symbols[s] += f
+    def _count(self, word: list[str], f: int) -> None:
+        """Add ``f`` (negative to remove) to the counts of the word's pairs and symbols."""
+        if self.count_symbols:
+            for s in word:
+                self.symbols[s] += f
         for p in zip(word, word[1:], strict=False):
             self.pairs[p] += f
-            self.where[p].add(i)
+
+    def _index(self, i: int, p: tuple[str, str]) -> None:
+        self.where[p].add(i)
+        if self.count_symbols:
             self.pairs_of[p[0]].add(p)
             self.pairs_of[p[1]].add(p)
 
-    def _remove(self, word: list[str], f: int) -> None:
-        for s in word:
-            self.symbols[s] -= f
-        for p in zip(word, word[1:], strict=False):
-            self.pairs[p] -= f
-
     def merge(self, a: str, b: str, merged: str) -> set[tuple[str, str]]:
-        """Merge ``a b`` everywhere; return the pairs whose counts changed."""
-        changed = set()
-        for i in sorted(self.where.pop((a, b), ())):
+        """Merge ``a b`` everywhere; return the pairs holding ``merged`` (the only ones whose counts can grow)."""
+        grown, pairs = set(), self.pairs
+        for i in self.where.pop((a, b), ()):
             old = self.words[i]
-            if len(old) < 2:
-                continue
             new = merge_word(old, a, b, merged)
             if len(new) == len(old):  # the index is a superset: this word no longer holds the pair
                 continue
-            self._remove(old, self.freqs[i])
-            self._add(i, new, self.freqs[i])
+            f = self.freqs[i]
+            for p in zip(old, old[1:], strict=False):
+                pairs[p] -= f
+            for p in zip(new, new[1:], strict=False):
+                pairs[p] += f
+                if p[0] == merged or p[1] == merged:  # every other pair of `new` was in `old`, already indexed
+                    self._index(i, p)
+                    grown.add(p)
+            if self.count_symbols:
+                self.symbols[a] -= f * (len(old) - len(new))
+                self.symbols[b] -= f * (len(old) - len(new))
+                self.symbols[merged] += f * (len(old) - len(new))
             self.words[i] = new
-            changed.update(zip(old, old[1:], strict=False))
-            changed.update(zip(new, new[1:], strict=False))
-        return changed
+        return grown
 
 
 def learn_merges(word_counts: dict[tuple[str, ...], int], n_tokens: int, *, known: Iterable[str],
@@ -203,13 +210,15 @@ def learn_merges(word_counts: dict[tuple[str, ...], int], n_tokens: int, *, know
         min_frequency: pairs seen fewer times than this are never merged.
 
     Each step takes the pair with the highest score; ties go to the higher pair count, then to the pair
-    ``(a, b)`` that sorts first. Counts are updated only in the words that held the merged pair, and a heap
-    holds one entry per change of a pair's score; stale entries are skipped when they reach the top.
+    ``(a, b)`` that sorts first. Counts are updated only in the words that held the merged pair. A heap holds,
+    for every pair, an entry at least as good as its current one: a merge pushes the pairs whose entry may have
+    improved (more occurrences; for the likelihood score also a smaller ``freq(a)`` or ``freq(b)``), and an
+    entry found out of date at the top is pushed again with the pair's current score.
     """
     if score not in SCORES:
         raise ValueError(f"score must be one of {sorted(SCORES)}, got {score!r}")
-    stats = _PairStats([list(w) for w in word_counts], list(word_counts.values()))
     score_fn, likelihood = SCORES[score], score == "likelihood"
+    stats = _PairStats([list(w) for w in word_counts], list(word_counts.values()), count_symbols=likelihood)
 
     def entry(p: tuple[str, str]) -> tuple:
         count = stats.pairs[p]
@@ -222,18 +231,21 @@ def learn_merges(word_counts: dict[tuple[str, ...], int], n_tokens: int, *, know
         top = heapq.heappop(heap)
         pair = (top[2], top[3])
         count = stats.pairs.get(pair, 0)
-        if count <= 0 or top != entry(pair):
-            continue  # merged already, or stale (a fresher entry is in the heap)
+        if count <= 0:
+            continue  # merged already
+        current = entry(pair)
+        if top != current:  # the pair's score fell since this entry was pushed
+            heapq.heappush(heap, current)
+            continue
         if count < min_frequency:
             if not likelihood:
                 break  # the most frequent pair is too rare: so is every other
             continue  # too rare for now; if its count grows, a new entry is pushed
         merged = join(*pair)
-        changed = stats.merge(*pair, merged)
-        if likelihood:  # freq(a), freq(b), freq(merged) changed: every pair holding them has a new score
-            for s in {pair[0], pair[1], merged}:
-                changed |= stats.pairs_of[s]
-        for p in changed:
+        improved = stats.merge(*pair, merged)
+        if likelihood:  # freq(a) and freq(b) fell: the score of every pair holding them rose
+            improved |= stats.pairs_of[pair[0]] | stats.pairs_of[pair[1]]
+        for p in improved:
             if stats.pairs.get(p, 0) > 0:
                 heapq.heappush(heap, entry(p))
         merges.append(pair)
