@@ -234,10 +234,11 @@ def test_bpe_save_load_and_determinism(bpe, corpus, tmp_path):
 
 
 # --- BERT's basic tokenizer -------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("lowercase, strip", [(True, None), (False, None), (True, False), (False, True)])
-def test_basic_tokenizer_equals_transformers(corpus, lowercase, strip):
-    ours = BasicTokenizer(lowercase=lowercase, strip_accents=strip)
-    theirs = HFBasicTokenizer(do_lower_case=lowercase, strip_accents=strip)
+@pytest.mark.parametrize("lowercase, strip, cjk", [(True, None, True), (False, None, True), (True, False, True),
+                                                   (False, True, True), (True, None, False)])
+def test_basic_tokenizer_equals_transformers(corpus, lowercase, strip, cjk):
+    ours = BasicTokenizer(lowercase=lowercase, strip_accents=strip, split_cjk=cjk)
+    theirs = HFBasicTokenizer(do_lower_case=lowercase, strip_accents=strip, tokenize_chinese_chars=cjk)
     texts = corpus["held_out"][-100:] + corpus["held_out"][:200] + random_texts(300, seed=4, any_code_point=True)
     for text in texts:
         assert ours(text) == theirs.tokenize(text), ascii(text)

@@ -478,6 +478,11 @@ class WordPiece:
     ``max_input_chars_per_word`` characters, or one that some position cannot be matched in (a character
     missing from the vocabulary), becomes the single token ``unk_token``, as in BERT. The empty string gives
     ``[]``. Special tokens are never produced from text (``"[CLS]"`` in text is ``[``, ``cl``..., ``]``).
+
+    Hugging Face ``tokenizers`` (``BertNormalizer`` + ``BertPreTokenizer``) gives the same tokens on ordinary
+    text, with two known differences from ``transformers`` and lmlib: it keeps code points that are unassigned
+    in Python's Unicode tables (both others drop them as category ``Cn``), and it lower-cases ``Σ`` to ``σ``
+    even at the end of a word, where Python's ``str.lower`` writes ``ς``.
     """
 
     vocab: list[str]
