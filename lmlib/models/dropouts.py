@@ -39,6 +39,12 @@ def bernoulli_mask(shape, p: float, like: torch.Tensor, generator: torch.Generat
     return keep / (1 - p)
 
 
+def _check_embedding_dropout(weight: torch.Tensor, p: float) -> None:
+    check_probability(p, "embed_p")
+    if weight.dim() != 2:
+        raise ValueError(f"an embedding matrix is (vocab, emb), got shape {tuple(weight.shape)}")
+
+
 def embedding_dropout(weight: torch.Tensor, p: float, generator: torch.Generator | None = None) -> torch.Tensor:
     """Drop whole rows (words) of the embedding matrix ``weight`` ``(vocab, emb)``.
 
@@ -49,9 +55,7 @@ def embedding_dropout(weight: torch.Tensor, p: float, generator: torch.Generator
     so the same word gets the same mask everywhere in the batch and a dropped word vanishes entirely
     (its vector is 0 at every position). Returns the masked matrix, same shape as ``weight``.
     """
-    check_probability(p, "embed_p")
-    if weight.dim() != 2:
-        raise ValueError(f"an embedding matrix is (vocab, emb), got shape {tuple(weight.shape)}")
+    _check_embedding_dropout(weight, p)
     if p == 0:
         return weight
     return weight * bernoulli_mask((weight.size(0), 1), p, weight, generator)

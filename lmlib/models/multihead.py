@@ -147,11 +147,29 @@ class MultiHeadAttention(nn.Module):
         batch, n, _ = x.shape
         return x.view(batch, n, self.num_heads, self.d_k).transpose(1, 2)
 
-    def _check(self, name: str, x: torch.Tensor) -> None:
-        if x.ndim != 3 or x.size(-1) != self.d_model:
-            raise ValueError(f"{name} must have shape (batch, seq, d_model={self.d_model}), got {tuple(x.shape)}")
-        if x.size(0) == 0 or x.size(1) == 0:
-            raise ValueError(f"{name} is empty (shape {tuple(x.shape)}): attention needs at least one position")
+    def _check_inputs(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                      key_padding_mask: torch.Tensor | None, attn_mask: torch.Tensor | None,
+                      causal: bool) -> torch.Tensor | None:
+        """Check the shapes and masks of :meth:`forward`'s inputs; return the one combined bool mask
+        ``(batch, 1, n_q, n_k)`` (True = may not attend), or None when nothing is masked."""
+        for name, x in (("query", query), ("key", key), ("value", value)):
+            if x.ndim != 3 or x.size(-1) != self.d_model:
+                raise ValueError(f"{name} must have shape (batch, seq, d_model={self.d_model}), got {tuple(x.shape)}")
+            if x.size(0) == 0 or x.size(1) == 0:
+                raise ValueError(f"{name} is empty (shape {tuple(x.shape)}): attention needs at least one position")
+        (batch, n_q, _), n_k = query.shape, key.size(1)
+        if value.shape[:2] != key.shape[:2] or query.size(0) != key.size(0):
+            raise ValueError(f"query {tuple(query.shape)}, key {tuple(key.shape)} and value {tuple(value.shape)} "
+                             f"must share the batch size, and key and value the sequence length")
+        if causal and n_q != n_k:
+            raise ValueError(f"causal=True needs as many queries as keys (self-attention), got {n_q} and {n_k}")
+        mask = _combined_mask(batch, n_q, n_k, key_padding_mask, attn_mask)
+        if causal and mask is not None:
+            mask = mask | causal_mask(n_q, query.device)
+        if mask is not None and mask.all(dim=-1).any():
+            raise ValueError("some query may attend to no key at all (every key masked); check the padding "
+                             "mask: each sequence needs at least one real token")
+        return mask
 
     def forward(
         self,
@@ -164,38 +182,25 @@ class MultiHeadAttention(nn.Module):
         need_weights: bool = False,
         average_heads: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        for name, x in (("query", query), ("key", key), ("value", value)):
-            self._check(name, x)
-        batch, n_q, _ = query.shape
-        n_k = key.size(1)
-        if value.shape[:2] != key.shape[:2] or query.size(0) != key.size(0):
-            raise ValueError(f"query {tuple(query.shape)}, key {tuple(key.shape)} and value {tuple(value.shape)} "
-                             f"must share the batch size, and key and value the sequence length")
-        if causal and n_q != n_k:
-            raise ValueError(f"causal=True needs as many queries as keys (self-attention), got {n_q} and {n_k}")
-        mask = _combined_mask(batch, n_q, n_k, key_padding_mask, attn_mask)
-        if causal and mask is not None:
-            mask = mask | causal_mask(n_q, query.device)
-        if mask is not None and mask.all(dim=-1).any():
-            raise ValueError("some query may attend to no key at all (every key masked); check the padding "
-                             "mask: each sequence needs at least one real token")
-        q = self._split_heads(self.w_q(query))
-        k = self._split_heads(self.w_k(key))
-        v = self._split_heads(self.w_v(value))
+        mask = self._check_inputs(query, key, value, key_padding_mask, attn_mask, causal)  # (B, 1, n_q, n_k) or None
+        B, n_q, _ = query.shape
+        q = self._split_heads(self.w_q(query))  # Q W^Q, split: (B, h, n_q, d_k)
+        k = self._split_heads(self.w_k(key))  # K W^K: (B, h, n_k, d_k)
+        v = self._split_heads(self.w_v(value))  # V W^V: (B, h, n_k, d_k)
         p = self.dropout if self.training else 0.0
         if need_weights:
             if causal and mask is None:
                 mask = causal_mask(n_q, query.device)
-            heads, weights = scaled_dot_product_attention(q, k, v, mask, p)
+            heads, weights = scaled_dot_product_attention(q, k, v, mask, p)  # (B, h, n_q, d_k), (B, h, n_q, n_k)
         else:
             # the fused kernel's bool mask means the opposite: True = may attend
             heads = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=None if mask is None else ~mask, dropout_p=p, is_causal=causal and mask is None
             )
             weights = None
-        out = self.w_o(heads.transpose(1, 2).reshape(batch, n_q, self.d_model))
+        out = self.w_o(heads.transpose(1, 2).reshape(B, n_q, self.d_model))  # Concat(head_1..head_h) W^O: (B, n_q, d_model)
         if weights is not None and average_heads:
-            weights = weights.mean(dim=1)
+            weights = weights.mean(dim=1)  # (B, n_q, n_k)
         return out, weights
 
     @torch.no_grad()

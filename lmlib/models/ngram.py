@@ -65,6 +65,20 @@ def _pad_length(order: int, padding: str) -> int:
     raise ValueError(f"padding must be 'single' (one <s>, as SRILM/KenLM) or 'full' (order-1 copies, as nltk), got {padding!r}")
 
 
+def _check_corpus(sentences: Iterable[Sequence[str]]) -> tuple[list, Counter]:
+    """The sentences as a list, and the count of every token; refuses an empty corpus, strings for token
+    lists and the start symbol in the text."""
+    sentences = sentences if isinstance(sentences, list) else list(sentences)
+    if not sentences or not any(sentences):
+        raise ValueError("cannot fit an n-gram model on an empty corpus: give at least one non-empty sentence")
+    if any(isinstance(s, str) for s in sentences):
+        raise ValueError("each sentence must be a list of tokens, not a string; split it first")
+    counts = Counter(chain.from_iterable(sentences))
+    if BOS in counts:
+        raise ValueError(f"{BOS!r} is the start symbol the model adds itself; remove it from the training text")
+    return sentences, counts
+
+
 class NGramLM:
     """An order-``order`` n-gram language model over words.
 
@@ -119,14 +133,7 @@ class NGramLM:
 
     def fit(self, sentences: Iterable[Sequence[str]]) -> NGramLM:
         """Count every n-gram of ``sentences`` (lists of tokens) and precompute what smoothing needs."""
-        sentences = sentences if isinstance(sentences, list) else list(sentences)
-        if not sentences or not any(sentences):
-            raise ValueError("cannot fit an n-gram model on an empty corpus: give at least one non-empty sentence")
-        if any(isinstance(s, str) for s in sentences):
-            raise ValueError("each sentence must be a list of tokens, not a string; split it first")
-        counts = Counter(chain.from_iterable(sentences))
-        if BOS in counts:
-            raise ValueError(f"{BOS!r} is the start symbol the model adds itself; remove it from the training text")
+        sentences, counts = _check_corpus(sentences)
         self.vocab = Vocab(counts, unk=UNK)
         self.bos_id = len(self.vocab)
         self.base = len(self.vocab) + 1  # ids 0..V-1 are words, V is <s>
@@ -216,23 +223,28 @@ class NGramLM:
             counts[starts] = self.count[n][starts]
         return counts
 
+    def _given_discounts(self) -> np.ndarray:
+        """The ``discount`` argument as an (order, 3) array: one number or triple for all orders, or one per order."""
+        N, arg = self.order, self._discount_arg
+        rows = [arg] * N if np.ndim(arg) == 0 else list(arg)
+        if len(rows) != N:
+            raise ValueError(f"discount has {len(rows)} entries but the model has {N} orders")
+        out = np.array([[float(r)] * 3 if np.ndim(r) == 0 else [float(x) for x in r] for r in rows])
+        if out.shape != (N, 3):
+            raise ValueError(f"each discount must be a number or a triple (D1, D2, D3+), got {arg!r}")
+        if np.any(out < 0) or np.any(out > np.array([1.0, 2.0, 3.0])):
+            raise ValueError(f"discounts must satisfy 0 <= D1 <= 1, 0 <= D2 <= 2, 0 <= D3+ <= 3, got {out.tolist()}")
+        return out
+
     def _discounts(self) -> np.ndarray:
-        """(order, 3) discounts D1, D2, D3+ per order (row 0 = unigrams).
+        """(order, 3) discounts D1, D2, D3+ per order (row 0 = unigrams), unless given as ``discount``.
 
         Estimated from the counts of counts n_r of the counts each order uses (Chen & Goodman 1998, eq. 26):
         Y = n1 / (n1 + 2 n2); KN: D = Y; MKN: D1 = 1 - 2Y n2/n1, D2 = 2 - 3Y n3/n2, D3+ = 3 - 4Y n4/n3.
         """
-        N, arg = self.order, self._discount_arg
-        if arg is not None:
-            rows = [arg] * N if np.ndim(arg) == 0 else list(arg)
-            if len(rows) != N:
-                raise ValueError(f"discount has {len(rows)} entries but the model has {N} orders")
-            out = np.array([[float(r)] * 3 if np.ndim(r) == 0 else [float(x) for x in r] for r in rows])
-            if out.shape != (N, 3):
-                raise ValueError(f"each discount must be a number or a triple (D1, D2, D3+), got {arg!r}")
-            if np.any(out < 0) or np.any(out > np.array([1.0, 2.0, 3.0])):
-                raise ValueError(f"discounts must satisfy 0 <= D1 <= 1, 0 <= D2 <= 2, 0 <= D3+ <= 3, got {out.tolist()}")
-            return out
+        if self._discount_arg is not None:
+            return self._given_discounts()
+        N = self.order
         out = np.zeros((N, 3))
         for n in range(1, N + 1):
             c = self.used[n]
@@ -275,11 +287,17 @@ class NGramLM:
         (``contexts[n]``: -1 if never seen, -2 if the history is shorter than n-1 words; 0 for n = 1) and of
         the n-gram in table n (``grams[n]``, -1 if unseen). ``top`` stops the recursion at a lower order
         (for ``explain``). Returns (M,)."""
-        V, N = len(self.vocab), self.order if top is None else top
-        M = len(grams[1])
+        N = self.order if top is None else top
+        if self.smoothing in ("mle", "add_k"):
+            return self._backoff(contexts, grams, N)
+        return self._interpolate(contexts, grams, N)
+
+    def _backoff(self, contexts: list[np.ndarray], grams: list[np.ndarray], N: int) -> np.ndarray:
+        """MLE and add-k: the estimate of the highest order n <= N whose context is usable, else 1/V."""
+        V, M = len(self.vocab), len(grams[1])
         p = np.full(M, 1.0 / V)
-        found = np.zeros(M, dtype=bool)  # MLE / add-k: the highest order with a usable context wins
-        for n in range(N, 0, -1) if self.smoothing in ("mle", "add_k") else []:
+        found = np.zeros(M, dtype=bool)
+        for n in range(N, 0, -1):
             h, g = contexts[n], grams[n]
             total = np.where(h >= 0, self.context_total[n][np.maximum(h, 0)], 0.0)
             count = np.where(g >= 0, self.used[n][np.maximum(g, 0)], 0.0)
@@ -293,8 +311,12 @@ class NGramLM:
                     value = count / total
             p = np.where(usable, value, p)
             found |= usable
-        if self.smoothing in ("mle", "add_k"):
-            return p
+        return p
+
+    def _interpolate(self, contexts: list[np.ndarray], grams: list[np.ndarray], N: int) -> np.ndarray:
+        """Jelinek-Mercer and (modified) Kneser-Ney: from p_0 = 1/V up, each order n <= N mixes its own
+        estimate with p_{n-1}; an order whose context was never seen passes p_{n-1} on unchanged."""
+        p = np.full(len(grams[1]), 1.0 / len(self.vocab))
         for n in range(1, N + 1):
             h, g = contexts[n], grams[n]
             total = np.where(h >= 0, self.context_total[n][np.maximum(h, 0)], 0.0)
@@ -383,14 +405,17 @@ class NGramLM:
         with np.errstate(divide="ignore"):
             return float(np.exp(-np.mean(np.log(p))))
 
-    def sample(self, context: Sequence[str] = (), max_tokens: int = 30, temperature: float = 1.0,
-               seed: int | None = 0, stop: str | None = EOS) -> list[str]:
-        """Draw words one at a time from p(w | history)^(1/temperature), renormalised, until ``stop``."""
+    def _check_sampling(self, max_tokens: int, temperature: float) -> None:
         self._check_fitted()
         if not temperature > 0:
             raise ValueError(f"temperature must be > 0, got {temperature}")
         if not isinstance(max_tokens, (int, np.integer)) or max_tokens < 1:
             raise ValueError(f"max_tokens must be an integer >= 1 (the most words to draw), got {max_tokens!r}")
+
+    def sample(self, context: Sequence[str] = (), max_tokens: int = 30, temperature: float = 1.0,
+               seed: int | None = 0, stop: str | None = EOS) -> list[str]:
+        """Draw words one at a time from p(w | history)^(1/temperature), renormalised, until ``stop``."""
+        self._check_sampling(max_tokens, temperature)
         rng = np.random.default_rng(seed)
         words = list(context)
         out: list[str] = []

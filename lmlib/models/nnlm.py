@@ -97,6 +97,16 @@ class NNLM(nn.Module):
         return y
 
 
+def _check_stream(ids: Sequence[int] | torch.Tensor, order: int) -> torch.Tensor:
+    """``ids`` as a non-empty 1-D long tensor, for an order of at least 2."""
+    if order < 2:
+        raise ValueError(f"order (n) must be at least 2, got {order}")
+    ids = torch.as_tensor(ids, dtype=torch.long)
+    if ids.dim() != 1 or ids.numel() == 0:
+        raise ValueError(f"ids must be a non-empty 1-D stream of token ids, got shape {tuple(ids.shape)}")
+    return ids
+
+
 def ngram_windows(ids: Sequence[int] | torch.Tensor, order: int, pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Every position of a token stream as (context, target): ``(N, n-1)`` and ``(N,)`` for N tokens.
 
@@ -104,11 +114,7 @@ def ngram_windows(ids: Sequence[int] | torch.Tensor, order: int, pad_id: int) ->
     (for PTB, ``<eos>``: the stream starts as if a sentence had just ended). So every token is
     predicted exactly once and a perplexity over the windows is a perplexity over the whole text.
     """
-    if order < 2:
-        raise ValueError(f"order (n) must be at least 2, got {order}")
-    ids = torch.as_tensor(ids, dtype=torch.long)
-    if ids.dim() != 1 or ids.numel() == 0:
-        raise ValueError(f"ids must be a non-empty 1-D stream of token ids, got shape {tuple(ids.shape)}")
+    ids = _check_stream(ids, order)  # (N,)
     padded = torch.cat([torch.full((order - 1,), pad_id, dtype=torch.long), ids])
     contexts = padded.unfold(0, order, 1)[:, :-1].contiguous()
     return contexts, ids.clone()

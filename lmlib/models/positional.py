@@ -12,6 +12,13 @@ import torch
 from torch import nn
 
 
+def _check_table_size(num_positions: int, d_model: int) -> None:
+    if num_positions < 1:
+        raise ValueError(f"num_positions must be at least 1, got {num_positions}")
+    if d_model < 2 or d_model % 2 != 0:
+        raise ValueError(f"d_model must be a positive even number (sin/cos pairs), got {d_model}")
+
+
 def sinusoidal_encoding(num_positions: int, d_model: int) -> torch.Tensor:
     """The ``(num_positions, d_model)`` table of the paper's §3.5:
 
@@ -22,10 +29,7 @@ def sinusoidal_encoding(num_positions: int, d_model: int) -> torch.Tensor:
     2π·10000^{2i/d_model}, from 2π to 10000·2π. For any offset k, PE(pos+k) is a fixed rotation of
     PE(pos) in each pair, which is why the authors hoped relative positions would be easy to attend to.
     """
-    if num_positions < 1:
-        raise ValueError(f"num_positions must be at least 1, got {num_positions}")
-    if d_model < 2 or d_model % 2 != 0:
-        raise ValueError(f"d_model must be a positive even number (sin/cos pairs), got {d_model}")
+    _check_table_size(num_positions, d_model)
     pos = torch.arange(num_positions, dtype=torch.float64)[:, None]
     two_i = torch.arange(0, d_model, 2, dtype=torch.float64)[None, :]
     angle = pos / torch.pow(10000.0, two_i / d_model)

@@ -135,7 +135,7 @@ class _Recurrent(nn.Module):
         zeros = X.new_zeros(self.num_layers * self.directions, X.size(0), self.hidden_size)
         return (zeros, zeros.clone()) if self.has_memory else zeros
 
-    def _check(self, X: torch.Tensor, state) -> None:
+    def _check_inputs(self, X: torch.Tensor, state) -> None:
         if X.dim() != 3 or X.size(-1) != self.input_size:
             raise ValueError(f"expected input (batch, time, {self.input_size}), got shape {tuple(X.shape)}; "
                              f"the layers are batch-first")
@@ -153,9 +153,8 @@ class _Recurrent(nn.Module):
                                  f"got {tuple(s.shape)}")
 
     def forward(self, X: torch.Tensor, state=None):
-        if state is None:
-            state = self._zero_state(X)
-        self._check(X, state)
+        state = self._zero_state(X) if state is None else state
+        self._check_inputs(X, state)
         final_H, final_C = [], []
         layer_input = X
         for layer in range(self.num_layers):
@@ -229,6 +228,11 @@ def copy_from_torch(ours: RNN | LSTM, theirs: nn.RNN | nn.LSTM) -> RNN | LSTM:
     return ours
 
 
+def _check_sequence(cell: RNNCell | LSTMCell, X: torch.Tensor) -> None:
+    if X.dim() != 3 or X.size(-1) != cell.input_size:
+        raise ValueError(f"expected X (batch, time, {cell.input_size}), got shape {tuple(X.shape)}")
+
+
 def hidden_gradient_norms(cell: RNNCell | LSTMCell, X: torch.Tensor, readout: torch.Tensor | None = None) -> torch.Tensor:
     """‖∂L/∂H_t‖ for t = 1..T, where the loss L = ⟨H_T, readout⟩ sees only the last hidden state.
 
@@ -236,8 +240,7 @@ def hidden_gradient_norms(cell: RNNCell | LSTMCell, X: torch.Tensor, readout: to
     rule ∂L/∂H_t = ∂L/∂H_T · Π_{s=t+1..T} ∂H_s/∂H_{s-1}: a product of T - t Jacobians, which is what
     shrinks (vanishes) or grows (explodes) with the distance T - t. ``readout`` defaults to all ones.
     """
-    if X.dim() != 3 or X.size(-1) != cell.input_size:
-        raise ValueError(f"expected X (batch, time, {cell.input_size}), got shape {tuple(X.shape)}")
+    _check_sequence(cell, X)
     zeros = X.new_zeros(X.size(0), cell.hidden_size)
     state = (zeros, zeros) if isinstance(cell, LSTMCell) else zeros
     hiddens = []
@@ -257,8 +260,7 @@ def trace_gates(cell: LSTMCell, X: torch.Tensor) -> dict[str, torch.Tensor]:
     Returns tensors ``(batch, time, hiddens)`` named I, F, O, C_tilde (gates and input node), C and H
     (states) — what a heatmap of "what the LSTM is doing" reads.
     """
-    if X.dim() != 3 or X.size(-1) != cell.input_size:
-        raise ValueError(f"expected X (batch, time, {cell.input_size}), got shape {tuple(X.shape)}")
+    _check_sequence(cell, X)
     H = C = X.new_zeros(X.size(0), cell.hidden_size)
     trace: dict[str, list[torch.Tensor]] = {k: [] for k in ("I", "F", "O", "C_tilde", "C", "H")}
     for t in range(X.size(1)):

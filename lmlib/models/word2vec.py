@@ -54,6 +54,20 @@ class Word2VecConfig:
             raise ValueError(f"subsampling must be one of {SUBSAMPLING_FORMULAS}, got {self.subsampling!r}")
 
 
+def _check_subsampling(freq: torch.Tensor, t: float, formula: str) -> torch.Tensor:
+    """``freq`` as float64 relative frequencies in (0, 1], with a threshold in [0, 1) and a known formula."""
+    freq = torch.as_tensor(freq, dtype=torch.float64)
+    valid = (freq > 0) & (freq <= 1)  # NaN fails both comparisons, so it is refused too
+    if not valid.all():
+        raise ValueError(f"relative frequencies must lie in (0, 1], got {freq[~valid][:5].tolist()}; divide each word's "
+                         "count by the total number of tokens, and leave out words that never occur")
+    if not 0 <= t < 1:
+        raise ValueError(f"the threshold t must be in [0, 1), got {t}")
+    if formula not in SUBSAMPLING_FORMULAS:
+        raise ValueError(f"formula must be one of {SUBSAMPLING_FORMULAS}, got {formula!r}")
+    return freq
+
+
 def keep_probability(freq: torch.Tensor, t: float, formula: str = "word2vec") -> torch.Tensor:
     """Probability of keeping each occurrence of a word whose relative frequency is f.
 
@@ -64,15 +78,7 @@ def keep_probability(freq: torch.Tensor, t: float, formula: str = "word2vec") ->
     Both are probabilities only after capping at 1 (words rarer than about t are always kept);
     ``t = 0`` means no subsampling (keep everything).
     """
-    freq = torch.as_tensor(freq, dtype=torch.float64)
-    valid = (freq > 0) & (freq <= 1)  # NaN fails both comparisons, so it is refused too
-    if not valid.all():
-        raise ValueError(f"relative frequencies must lie in (0, 1], got {freq[~valid][:5].tolist()}; divide each word's "
-                         "count by the total number of tokens, and leave out words that never occur")
-    if not 0 <= t < 1:
-        raise ValueError(f"the threshold t must be in [0, 1), got {t}")
-    if formula not in SUBSAMPLING_FORMULAS:
-        raise ValueError(f"formula must be one of {SUBSAMPLING_FORMULAS}, got {formula!r}")
+    freq = _check_subsampling(freq, t, formula)
     if t == 0:
         return torch.ones_like(freq)
     ratio = t / freq
@@ -90,6 +96,13 @@ def noise_distribution(counts: torch.Tensor, power: float = 0.75) -> torch.Tenso
     return weights / weights.sum()
 
 
+def _check_pairs_args(ids: torch.Tensor, sentence: torch.Tensor, window: int) -> None:
+    if ids.shape != sentence.shape or ids.dim() != 1:
+        raise ValueError(f"ids and sentence must be 1-D and the same length, got {tuple(ids.shape)}, {tuple(sentence.shape)}")
+    if window < 1:
+        raise ValueError(f"window must be at least 1, got {window}")
+
+
 def skipgram_pairs(ids: torch.Tensor, sentence: torch.Tensor, window: int,
                    generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """All (centre, context) pairs of a token stream, with word2vec's dynamic window.
@@ -98,10 +111,7 @@ def skipgram_pairs(ids: torch.Tensor, sentence: torch.Tensor, window: int,
     token draws its own window r uniformly from 1..``window`` and pairs with the tokens at distance
     ≤ r in the same sentence. Returns ``(centres, contexts)``, both ``(P,)``.
     """
-    if ids.shape != sentence.shape or ids.dim() != 1:
-        raise ValueError(f"ids and sentence must be 1-D and the same length, got {tuple(ids.shape)}, {tuple(sentence.shape)}")
-    if window < 1:
-        raise ValueError(f"window must be at least 1, got {window}")
+    _check_pairs_args(ids, sentence, window)
     reach = torch.randint(1, window + 1, ids.shape, generator=generator)
     centres, contexts = [], []
     for offset in range(1, min(window, len(ids) - 1) + 1):

@@ -29,6 +29,17 @@ from .trainer import Callback, Trainer
 
 
 # -- variable-length BPTT -----------------------------------------------------------------------------
+def _check_sampler_args(bptt: int, p: float, sigma: float, min_len: int) -> None:
+    if bptt < 2:
+        raise ValueError(f"bptt must be at least 2, got {bptt}")
+    if not 0 < p <= 1:
+        raise ValueError(f"p (the probability of the full length) must be in (0, 1], got {p}")
+    if sigma < 0:
+        raise ValueError(f"sigma must be non-negative, got {sigma}")
+    if min_len < 1:
+        raise ValueError(f"min_len must be at least 1, got {min_len}")
+
+
 def bptt_length_sampler(bptt: int, p: float = 0.95, sigma: float = 5.0, min_len: int = 5,
                         generator: torch.Generator | None = None) -> Callable[[], int]:
     """A function drawing one window length per call:
@@ -38,14 +49,7 @@ def bptt_length_sampler(bptt: int, p: float = 0.95, sigma: float = 5.0, min_len:
     The floor ``min_len`` keeps a tail draw from producing an empty or negative window (the paper's
     code uses 5). The draws come from ``generator``, so a seeded generator repeats the same lengths.
     """
-    if bptt < 2:
-        raise ValueError(f"bptt must be at least 2, got {bptt}")
-    if not 0 < p <= 1:
-        raise ValueError(f"p (the probability of the full length) must be in (0, 1], got {p}")
-    if sigma < 0:
-        raise ValueError(f"sigma must be non-negative, got {sigma}")
-    if min_len < 1:
-        raise ValueError(f"min_len must be at least 1, got {min_len}")
+    _check_sampler_args(bptt, p, sigma, min_len)
     gen = generator if generator is not None else torch.Generator().manual_seed(0)
 
     def sample() -> int:
@@ -119,6 +123,11 @@ class SeqLenLRScale(Callback):
 
 
 # -- NT-ASGD ------------------------------------------------------------------------------------------
+def _check_interval(n: int) -> None:
+    if n < 1:
+        raise ValueError(f"the non-monotone interval n must be at least 1, got {n}")
+
+
 def nt_asgd_should_switch(logs: Sequence[float], v: float, n: int) -> bool:
     """Algorithm 1's trigger: switch when t > n and v > min_{l ∈ {0, ..., t-n-1}} logs[l].
 
@@ -126,8 +135,7 @@ def nt_asgd_should_switch(logs: Sequence[float], v: float, n: int) -> bool:
     is better). Only values *more than n checks old* count as the best to beat, so the last n checks
     may wander without triggering: the non-monotone interval.
     """
-    if n < 1:
-        raise ValueError(f"the non-monotone interval n must be at least 1, got {n}")
+    _check_interval(n)
     t = len(logs)
     return t > n and v > min(logs[: t - n])
 
@@ -155,8 +163,7 @@ class NTASGD(Callback):
     """
 
     def __init__(self, n: int = 5, valid=None, load_average_at_end: bool = True):
-        if n < 1:
-            raise ValueError(f"the non-monotone interval n must be at least 1, got {n}")
+        _check_interval(n)
         self.n, self.valid, self.load_average_at_end = n, valid, load_average_at_end
         self.logs: list[float] = []
         self.switch_step: int | None = None
