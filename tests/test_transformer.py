@@ -262,3 +262,167 @@ def test_translate_strings():
         assert len(out) == 2 and all(len(o) <= 5 and all(isinstance(t, str) for t in o) for o in out)
     with pytest.raises(ValueError, match="method"):
         translate(model, ["hi"], data.src_vocab, data.tgt_vocab, method="sample")
+
+
+# -- the layers written out from the paper's equations, with the modules' own weights --------------------------
+def hand_attention(mha, q_in, kv_in, blocked):
+    """MultiHead = Concat(head_1..head_h) Wᴼ, head_i = softmax(Q_i K_iᵀ / √d_k) V_i (eq. 1, §3.2.2); blocked:
+    bool, broadcastable to (batch, heads, n_q, n_k), True where a query may not look."""
+    def heads(x, linear):
+        return nn.functional.linear(x, linear.weight, linear.bias).unflatten(-1, (H, D // H)).transpose(1, 2)
+
+    q, k, v = heads(q_in, mha.w_q), heads(kv_in, mha.w_k), heads(kv_in, mha.w_v)
+    scores = (q @ k.transpose(-2, -1) / math.sqrt(D // H)).masked_fill(blocked, float("-inf"))
+    out = (torch.softmax(scores, -1) @ v).transpose(1, 2).flatten(-2)
+    return nn.functional.linear(out, mha.w_o.weight, mha.w_o.bias)
+
+
+def hand_layer_norm(norm, x):
+    mean, var = x.mean(-1, keepdim=True), x.var(-1, unbiased=False, keepdim=True)
+    return (x - mean) / torch.sqrt(var + norm.eps) * norm.weight + norm.bias
+
+
+def hand_ffn(ffn, x):
+    """FFN(x) = max(0, x W_1 + b_1) W_2 + b_2 (eq. 2)."""
+    hidden = torch.clamp(x @ ffn.linear1.weight.T + ffn.linear1.bias, min=0)
+    return hidden @ ffn.linear2.weight.T + ffn.linear2.bias
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_encoder_layer_equals_the_equations_written_out(norm_first):
+    # post-norm (§3.1): LayerNorm(x + Sublayer(x)); pre-norm: x + Sublayer(LayerNorm(x)). Dropout 0.1 is set
+    # but the layer is in eval mode, where it must be the identity.
+    torch.manual_seed(10)
+    layer = EncoderLayer(D, H, FF, 0.1, norm_first).eval()
+    randomize_norms(layer)
+    x, kpm = torch.randn(3, 6, D), padding_mask([6, 4, 2])
+    blocked = kpm[:, None, None, :]
+    if norm_first:
+        h = x + hand_attention(layer.self_attn, hand_layer_norm(layer.norm1, x), hand_layer_norm(layer.norm1, x), blocked)
+        want = h + hand_ffn(layer.ffn, hand_layer_norm(layer.norm2, h))
+    else:
+        h = hand_layer_norm(layer.norm1, x + hand_attention(layer.self_attn, x, x, blocked))
+        want = hand_layer_norm(layer.norm2, h + hand_ffn(layer.ffn, h))
+    for need_weights in (False, True):  # the fused kernel and the written-out route
+        got, _ = layer(x, kpm, need_weights=need_weights)
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_decoder_layer_equals_the_equations_written_out(norm_first):
+    torch.manual_seed(11)
+    layer = DecoderLayer(D, H, FF, 0.1, norm_first).eval()
+    randomize_norms(layer)
+    y, memory, mpm = torch.randn(2, 5, D), torch.randn(2, 7, D), padding_mask([7, 3])
+    future = torch.ones(5, 5, dtype=torch.bool).triu(1)  # query t may not see keys after t (§3.2.3)
+    ln1, ln2, ln3 = (lambda t, n=n: hand_layer_norm(n, t) for n in (layer.norm1, layer.norm2, layer.norm3))
+    if norm_first:
+        a = y + hand_attention(layer.self_attn, ln1(y), ln1(y), future)
+        b = a + hand_attention(layer.cross_attn, ln2(a), memory, mpm[:, None, None, :])
+        want = b + hand_ffn(layer.ffn, ln3(b))
+    else:
+        a = ln1(y + hand_attention(layer.self_attn, y, y, future))
+        b = ln2(a + hand_attention(layer.cross_attn, a, memory, mpm[:, None, None, :]))
+        want = ln3(b + hand_ffn(layer.ffn, b))
+    for need_weights in (False, True):
+        got, _, _ = layer(y, memory, mpm, need_weights=need_weights)
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.filterwarnings("ignore:enable_nested_tensor is True")
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_whole_model_equals_nn_transformer_with_the_same_weights(norm_first):
+    # nn.Transformer is the same encoder-decoder minus embeddings and the output projection. It always ends
+    # both stacks with a LayerNorm; the paper's post-norm model has none there, so the reference drops them.
+    model = small_model(norm_first=norm_first)
+    torch.manual_seed(12)
+    ref = nn.Transformer(D, H, 2, 2, FF, dropout=0.0, batch_first=True, norm_first=norm_first)
+    randomize_norms(ref)
+    for ours, theirs in zip(list(model.encoder_layers) + list(model.decoder_layers),
+                            list(ref.encoder.layers) + list(ref.decoder.layers)):
+        copy_layer(ours, theirs)
+    if norm_first:
+        model.encoder_norm.load_state_dict(ref.encoder.norm.state_dict())
+        model.decoder_norm.load_state_dict(ref.decoder.norm.state_dict())
+    else:
+        ref.encoder.norm = ref.decoder.norm = None
+    ref.train()  # dropout is 0; training mode keeps PyTorch's eval-only fast path out of the comparison
+    src = torch.tensor([[5, 6, 7, 8, 3], [9, 4, 3, 0, 0]])
+    src_mask, tgt = src != 0, torch.tensor([[2, 5, 6, 7], [2, 9, 12, 4]])
+    src_x = model.src_embed(src) * math.sqrt(D) + paper_positional_encoding(5, D)
+    tgt_x = model.tgt_embed(tgt) * math.sqrt(D) + paper_positional_encoding(4, D)
+    out = ref(src_x, tgt_x, tgt_mask=causal_mask(4), src_key_padding_mask=~src_mask,
+              memory_key_padding_mask=~src_mask)
+    want = out @ model.tgt_embed.weight.T + model.generator.bias  # tied output projection (§3.4)
+    torch.testing.assert_close(model(src, src_mask, tgt), want, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_changing_a_future_target_token_leaves_earlier_logits_unchanged(norm_first):
+    model = small_model(norm_first=norm_first)
+    src = torch.tensor([[5, 6, 7, 8, 3], [9, 4, 10, 3, 0]])
+    tgt = torch.tensor([[2, 5, 6, 7, 8, 9], [2, 12, 11, 10, 4, 5]])
+    base = model(src, src != 0, tgt)
+    for t in range(1, 6):
+        changed = tgt.clone()
+        changed[:, t] = (tgt[:, t] - 4 + 3) % 9 + 4  # another id in 4..12
+        out = model(src, src != 0, changed)
+        torch.testing.assert_close(out[:, :t], base[:, :t], atol=1e-6, rtol=0)
+        assert (out[:, t] - base[:, t]).abs().amax() > 1e-3  # the changed position itself does react
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_changing_padded_source_tokens_leaves_memory_and_logits_unchanged(norm_first):
+    model = small_model(norm_first=norm_first)
+    src = torch.tensor([[5, 6, 7, 8, 3], [9, 4, 3, 0, 0], [10, 3, 0, 0, 0]])
+    mask, tgt = src != 0, torch.tensor([[2, 5, 6], [2, 9, 12], [2, 4, 4]])
+    junk = src.clone()
+    junk[~mask] = torch.tensor([7, 8, 9, 10, 5])  # other ids where the mask says padding
+    memory, _ = model.encode(src, mask)
+    torch.testing.assert_close(model.encode(junk, mask)[0][mask], memory[mask], atol=1e-6, rtol=0)
+    logits = model(src, mask, tgt)
+    torch.testing.assert_close(model(junk, mask, tgt), logits, atol=1e-6, rtol=0)
+    for i, n in enumerate(mask.sum(1).tolist()):  # each sentence alone, without any padding, gives the same
+        alone = model(src[i:i + 1, :n], mask[i:i + 1, :n], tgt[i:i + 1])
+        torch.testing.assert_close(alone, logits[i:i + 1], atol=1e-5, rtol=1e-5)
+    real = src.clone()
+    real[1, 1] = 10  # a real token: this one must matter
+    assert (model(real, mask, tgt)[1] - logits[1]).abs().amax() > 1e-3
+
+
+@pytest.fixture
+def one_thread():
+    """A model this small trains several times faster on one thread than on two busy cores."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_greedy_translation_is_the_argmax_of_a_teacher_forced_pass_over_itself(one_thread):
+    # greedy decoding picks argmax p(y_t | y_<t, x) at every step, so feeding its own output back with
+    # teacher forcing must give the same tokens, and <eos> right after them unless max_len cut it short
+    from lmlib.text.translation import encode_source, make_batch, prepare_translation, tokenize
+
+    pairs = [("I am cold.", "J'ai froid."), ("I am tall.", "Je suis grand."), ("You are tall.", "Tu es grand.")]
+    data = prepare_translation(max_len=6, valid_frac=0.0, test_frac=0.0, pairs=pairs)
+    torch.manual_seed(3)
+    model = Transformer(TransformerConfig(len(data.src_vocab), len(data.tgt_vocab), d_model=16, num_heads=2,
+                                          d_ff=32, dropout=0.0, max_len=20))
+    batch = make_batch(data.train, data.src_vocab, data.tgt_vocab)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    for _ in range(40):  # enough to learn three pairs, so that the outputs are sentences that end in <eos>
+        loss = translation_loss(model, batch).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    model.eval()
+    sentences = ["I am tall.", "You are tall.", "you are cold", "cold tall I"]
+    out = translate(model, sentences, data.src_vocab, data.tgt_vocab, max_len=6)
+    assert out[:2] == [["je", "suis", "grand", "."], ["tu", "es", "grand", "."]]
+    for sentence, tokens in zip(sentences, out):
+        src, src_mask = encode_source([tokenize(sentence, "en")], data.src_vocab)
+        ids = data.tgt_vocab.encode(tokens)
+        chosen = model(src, src_mask, torch.tensor([[model.config.bos_id] + ids]))[0].argmax(-1).tolist()
+        assert chosen[:len(ids)] == ids, sentence
+        assert len(ids) == 6 or chosen[len(ids)] == model.config.eos_id, sentence
