@@ -101,18 +101,17 @@ class EncoderLayer(nn.Module):
 
     def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None, need_weights: bool = False):
         """``x`` (batch, S, d_model), ``key_padding_mask`` (batch, S) True at padding -> (x, weights | None)."""
-        def attend(h):
-            return self.self_attn(h, h, h, key_padding_mask=key_padding_mask, need_weights=need_weights)
-
-        if self.norm_first:
-            out, weights = attend(self.norm1(x))
+        attend = dict(key_padding_mask=key_padding_mask, need_weights=need_weights)
+        if self.norm_first:  # x + Sublayer(LayerNorm(x))
+            h = self.norm1(x)
+            out, weights = self.self_attn(h, h, h, **attend)
             x = x + self.dropout1(out)
             x = x + self.dropout2(self.ffn(self.norm2(x)))
-        else:
-            out, weights = attend(x)
+        else:  # LayerNorm(x + Sublayer(x))
+            out, weights = self.self_attn(x, x, x, **attend)
             x = self.norm1(x + self.dropout1(out))
             x = self.norm2(x + self.dropout2(self.ffn(x)))
-        return x, weights
+        return x, weights  # (B, S, d_model), (B, h, S, S) or None
 
 
 class DecoderLayer(nn.Module):
@@ -134,25 +133,21 @@ class DecoderLayer(nn.Module):
         The self-attention is causal, so position t sees targets ≤ t only. Padding at the end of a
         target needs no mask of its own: real positions never look right, and the loss ignores pads.
         """
-        def self_attend(h):
-            return self.self_attn(h, h, h, causal=True, need_weights=need_weights)
-
-        def cross_attend(h):
-            return self.cross_attn(h, memory, memory, key_padding_mask=memory_padding_mask, need_weights=need_weights)
-
-        if self.norm_first:
-            out, self_w = self_attend(self.norm1(y))
+        cross = dict(key_padding_mask=memory_padding_mask, need_weights=need_weights)
+        if self.norm_first:  # y + Sublayer(LayerNorm(y))
+            h = self.norm1(y)
+            out, self_w = self.self_attn(h, h, h, causal=True, need_weights=need_weights)
             y = y + self.dropout1(out)
-            out, cross_w = cross_attend(self.norm2(y))
+            out, cross_w = self.cross_attn(self.norm2(y), memory, memory, **cross)
             y = y + self.dropout2(out)
             y = y + self.dropout3(self.ffn(self.norm3(y)))
-        else:
-            out, self_w = self_attend(y)
+        else:  # LayerNorm(y + Sublayer(y))
+            out, self_w = self.self_attn(y, y, y, causal=True, need_weights=need_weights)
             y = self.norm1(y + self.dropout1(out))
-            out, cross_w = cross_attend(y)
+            out, cross_w = self.cross_attn(y, memory, memory, **cross)
             y = self.norm2(y + self.dropout2(out))
             y = self.norm3(y + self.dropout3(self.ffn(y)))
-        return y, self_w, cross_w
+        return y, self_w, cross_w  # (B, T, d_model), (B, h, T, T) or None, (B, h, T, S) or None
 
 
 class DecoderState(NamedTuple):
@@ -209,7 +204,8 @@ class Transformer(nn.Module):
         if c.tie_output:
             self.generator.weight = self.tgt_embed.weight
 
-    def _check_ids(self, name: str, ids: torch.Tensor, vocab_size: int) -> None:
+    def _check_ids(self, name: str, ids: torch.Tensor, vocab_size: int, mask: torch.Tensor | None = None) -> None:
+        """Token ids ``(batch, seq)`` within the vocabulary and max_len, and their mask (if any) shaped alike."""
         if ids.ndim != 2 or ids.dtype != torch.long:
             raise ValueError(f"{name} must be a (batch, seq) tensor of token ids (long), got "
                              f"{tuple(ids.shape)} {ids.dtype}")
@@ -218,17 +214,17 @@ class Transformer(nn.Module):
         if ids.size(1) > self.config.max_len:
             raise ValueError(f"{name} has {ids.size(1)} positions, more than max_len={self.config.max_len}")
         check_ids_in_range(ids, vocab_size, name)
+        if mask is not None and (mask.shape != ids.shape or mask.dtype != torch.bool):
+            raise ValueError(f"{name}_mask must be a bool tensor shaped like {name} {tuple(ids.shape)} (True at real "
+                             f"tokens), got {tuple(mask.shape)} {mask.dtype}")
 
     def encode(self, src: torch.Tensor, src_mask: torch.Tensor, need_weights: bool = False):
         """-> memory (batch, S, d_model) and the list of per-layer self-attention weights (empty unless asked)."""
-        self._check_ids("src", src, self.config.src_vocab_size)
-        if src_mask.shape != src.shape or src_mask.dtype != torch.bool:
-            raise ValueError(f"src_mask must be a bool tensor shaped like src {tuple(src.shape)} (True at real "
-                             f"tokens), got {tuple(src_mask.shape)} {src_mask.dtype}")
-        x = self.src_pos(self.src_embed(src) * math.sqrt(self.config.d_model))
+        self._check_ids("src", src, self.config.src_vocab_size, src_mask)
+        x = self.src_pos(self.src_embed(src) * math.sqrt(self.config.d_model))  # E x · √d_model + PE: (B, S, d_model)
         maps = []
         for layer in self.encoder_layers:
-            x, w = layer(x, ~src_mask, need_weights)
+            x, w = layer(x, ~src_mask, need_weights)  # (B, S, d_model), (B, h, S, S) or None
             if need_weights:
                 maps.append(w)
         return self.encoder_norm(x), maps
@@ -241,10 +237,10 @@ class Transformer(nn.Module):
         decoding needs, and the projection is the most expensive matrix product of a small model.
         """
         self._check_ids("tgt_in", tgt_in, self.config.tgt_vocab_size)
-        y = self.tgt_pos(self.tgt_embed(tgt_in) * math.sqrt(self.config.d_model))
+        y = self.tgt_pos(self.tgt_embed(tgt_in) * math.sqrt(self.config.d_model))  # (B, T, d_model)
         self_maps, cross_maps = [], []
         for layer in self.decoder_layers:
-            y, sw, cw = layer(y, memory, ~src_mask, need_weights)
+            y, sw, cw = layer(y, memory, ~src_mask, need_weights)  # (B, T, d_model); maps (B, h, T, T), (B, h, T, S)
             if need_weights:
                 self_maps.append(sw)
                 cross_maps.append(cw)
