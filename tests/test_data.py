@@ -7,6 +7,7 @@ mirror, one file bare and two inside a zip archive, as the public sources publis
 
 import builtins
 import contextlib
+import gzip
 import hashlib
 import http.server
 import inspect
@@ -444,13 +445,14 @@ _TINY_IMDB_PACKED = {
 
 
 def _tar_gz(members: dict[str, bytes]) -> bytes:
+    """The same bytes on every call: member times are 0, and so is the gzip header's (not the clock's)."""
     buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=1) as tar:
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
         for name, payload in members.items():
             info = tarfile.TarInfo(name)
             info.size = len(payload)
             tar.addfile(info, io.BytesIO(payload))
-    return buffer.getvalue()
+    return gzip.compress(buffer.getvalue(), compresslevel=1, mtime=0)
 
 
 def _packed_files(url: str, archive: bytes, expected: dict[str, bytes]) -> list[DataFile]:
