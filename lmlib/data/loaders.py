@@ -166,7 +166,7 @@ def load_imdb(split: str = "train", *, with_ratings: bool = False, keep_html: bo
     (0 for ``unsup``, whose ratings were not published).
 
     The reviews were scraped from HTML and keep its line breaks as literal ``<br />`` tags, usually
-    doubled (``<br /><br />``) between paragraphs: about 4 per review. Left in, a tokenizer turns them
+    doubled (``<br /><br />``) between paragraphs: about 4 tags per review. Left in, a tokenizer turns them
     into frequent ``<``, ``br``, ``/``, ``>`` tokens that say nothing about the film. So by default
     every break tag (``<br />``, and the rare ``<br>`` and ``<BR>``) becomes ``"\\n"``, and a paragraph
     break reads ``"\\n\\n"``. ``keep_html=True`` returns the texts exactly as published.
