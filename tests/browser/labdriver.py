@@ -49,6 +49,10 @@ TOLERATED_CONSOLE = [
     # Lab asks the server for optional endpoints (language servers, translations, workspaces) that may be absent.
     (re.compile(r"Failed to load resource: the server responded with a status of 404"),
      "an optional JupyterLab endpoint that this server does not provide"),
+    # plotly.js's window-resize handler still fires for a figure that an interactive view has just replaced
+    # with a new one; the old div is gone, nothing on screen changes.
+    (re.compile(r"Resize must be passed a displayed plot div element"),
+     "plotly resizing a figure an interactive view has already replaced"),
 ]
 
 
@@ -152,17 +156,20 @@ class MemoryMonitor:
         import psutil
 
         self._psutil, self._server = psutil, psutil.Process(server_pid)
-        self.peak, self._stop = 0, threading.Event()
+        self.peak, self.at_peak, self._stop = 0, [], threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            total = 0
+            total, seen = 0, []
             with contextlib.suppress(self._psutil.Error):
                 for child in self._server.children(recursive=True):
                     with contextlib.suppress(self._psutil.Error):
-                        total += child.memory_info().rss
-            self.peak = max(self.peak, total)
+                        rss = child.memory_info().rss
+                        total += rss
+                        seen.append(f"{child.pid} {' '.join(child.cmdline()[1:3])[:80]}: {rss / 2**20:.0f} MB")
+            if total > self.peak:
+                self.peak, self.at_peak = total, seen
             self._stop.wait(0.2)
 
     def __enter__(self):
@@ -403,6 +410,7 @@ class Report:
     widget_views: int = 0
     interactions: int = 0
     dirty_on_open: bool | None = None
+    noise_seen: set = field(default_factory=set, repr=False)
     bertviz_views: int = 0
     blocked_requests: list[str] = field(default_factory=list)
     console_errors: list[str] = field(default_factory=list)
@@ -411,6 +419,14 @@ class Report:
 
     def add(self, where: str, what: str) -> None:
         self.problems.append(f"{where}: {what}")
+
+    def add_noise(self, where: str, noise: str, what: str = "output") -> None:
+        """Float noise, each distinct snippet once (a title shows up as output text, figure title and widget)."""
+        seen = self.noise_seen
+        key = re.sub(r"\s+", " ", FLOAT_NOISE.search(noise).group(0))
+        if key not in seen:
+            seen.add(key)
+            self.add(where, f"float noise in the {what}: ...{noise}...")
 
 
 def _where(item: dict) -> str:
@@ -473,15 +489,19 @@ def _check_plot(plot: dict, label: str, report: Report) -> None:
     for title in plot["titles"]:
         noise = _noise(title)
         if noise:
-            report.add(label, f"float noise in a figure title or label: ...{noise}...")
+            report.add_noise(label, noise, "figure's title or labels")
 
 
 def _wait_for_run(page, report: Report) -> None:
     start = time.perf_counter()
-    stable = 0
+    stable, started = 0, False
     while True:
         state = page.evaluate(JS_PROGRESS)
-        done = state["status"] == "idle" and state["waiting"] == 0 and (state["unnumbered"] == 0 or state["errors"] > 0)
+        # The stored notebook already shows numbered prompts: finished means the run has been seen under way
+        # (a prompt showing [*] or the kernel busy) and is over. A run too quick to be seen counts after 15 s.
+        started = started or state["waiting"] > 0 or state["status"] == "busy" or time.perf_counter() - start > 15
+        done = started and state["status"] == "idle" and state["waiting"] == 0 and (
+            state["unnumbered"] == 0 or state["errors"] > 0)
         stable = stable + 1 if done else 0
         if stable >= 3:
             break
@@ -532,7 +552,7 @@ def _check_view_state(state: dict, label: str, report: Report) -> None:
     for text in state["texts"]:
         noise = _noise(text)
         if noise:
-            report.add(label, f"float noise in the view's output: ...{noise}...")
+            report.add_noise(label, noise, "view's output")
     for w, h in state["plots"]:
         if w < 10 or h < 10:
             report.add(label, f"figure in the view has size {w:.0f}x{h:.0f} px (not drawn)")
@@ -598,7 +618,7 @@ class LabPage:
         self.page = self.context.new_page()
         self.context.route("**/*", self._route)
         self.page.on("console", self._console)
-        self.page.on("pageerror", lambda err: self.report.console_errors.append(f"uncaught: {str(err)[:500]}"))
+        self.page.on("pageerror", lambda err: self._error(f"uncaught: {err}"))
         self.page.on("websocket", self._websocket)
         self.page.goto(f"{server.url}/lab?reset", timeout=90000)
         self.page.wait_for_function("() => window.jupyterapp && window.jupyterapp.started !== undefined"
@@ -615,13 +635,15 @@ class LabPage:
             r.abort()
 
     def _console(self, msg):
-        if msg.type != "error":
-            return
+        if msg.type == "error":
+            self._error(msg.text)
+
+    def _error(self, text: str):
         for pattern, why in TOLERATED_CONSOLE:
-            if pattern.search(msg.text):
-                self.report.tolerated_console.append(f"{msg.text[:200]} ({why})")
+            if pattern.search(text):
+                self.report.tolerated_console.append(f"{text[:200]} ({why})")
                 return
-        self.report.console_errors.append(msg.text[:500])
+        self.report.console_errors.append(text[:500])
 
     def _websocket(self, ws):
         if urllib.parse.urlsplit(ws.url).hostname not in ("127.0.0.1", "localhost"):
@@ -687,7 +709,7 @@ def open_and_run(lab_page: LabPage, notebook: str, shots: Path) -> Report:
         for item in found["texts"]:
             noise = _noise(item["text"])
             if noise:
-                report.add(_where(item), f"float noise in the output: ...{noise}...")
+                report.add_noise(_where(item), noise)
         report.figures = len(found["plots"])
         for plot in found["plots"]:
             if plot["inWidget"]:

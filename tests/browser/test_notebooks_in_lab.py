@@ -28,10 +28,10 @@ import json
 import os
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
-
 from labdriver import REPO, LabPage, LabServer, MemoryMonitor, find_chromium, open_and_run, prepare_root
 
 CHROMIUM = find_chromium()
@@ -131,16 +131,17 @@ def test_notebook_in_jupyterlab(notebook, lab, lab_page):
     problems += report.problems
     for url in report.blocked_requests:
         problems.append(f"network: a request left 127.0.0.1 and was aborted: {url[:200]}")
-    for message in report.console_errors:
-        problems.append(f"javascript: console error: {message}")
+    for message, count in Counter(report.console_errors).items():
+        problems.append(f"javascript: console error{f' (x{count})' if count > 1 else ''}: {message}")
     if report.peak_rss_mb > PEAK_MEMORY_LIMIT_MB:
         problems.append(f"memory: the kernel peaked at {report.peak_rss_mb} MB, over {PEAK_MEMORY_LIMIT_MB} MB")
 
     _record(notebook, {
         "passed": not problems, "run_s": report.run_s, "open_s": report.open_s, "widgets_s": report.widgets_s,
         "total_s": round(time.perf_counter() - started, 1), "kernel_peak_rss_mb": report.peak_rss_mb,
+        "processes_at_peak": memory.at_peak,
         "figures": report.figures, "widget_views": report.widget_views, "interactions": report.interactions, "dirty_flag_on_open": report.dirty_on_open,
-        "bertviz_views": report.bertviz_views, "tolerated_console": sorted(set(report.tolerated_console)),
+        "bertviz_views": report.bertviz_views, "tolerated_console": dict(Counter(report.tolerated_console)),
         "problems": problems, "screenshots": report.screenshots,
     })
     assert not problems, f"{notebook}: {len(problems)} problem(s) a student would see:\n  - " + "\n  - ".join(problems)
