@@ -6,8 +6,8 @@ datasets), :class:`lmlib.text.vocab.Vocab`, :mod:`lmlib.text.batching` and :clas
 
 from .course.presets import choose
 from .runtime import eval_mode, pick_device, seed_everything
-from .training.trainer import BatchResult, Callback, EvalResult, Trainer
 from .text.vocab import Vocab
+from .training.trainer import BatchResult, Callback, EvalResult, Trainer
 
 __version__ = "0.1.0"
 __all__ = ["BatchResult", "Callback", "EvalResult", "Trainer", "Vocab", "choose", "eval_mode", "pick_device", "seed_everything"]

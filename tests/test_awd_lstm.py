@@ -63,7 +63,7 @@ def test_weights_are_tied_and_share_one_tensor():
     assert model.decoder.weight is model.encoder.embedding.weight
     n_params = sum(p.numel() for p in model.parameters())
     untied = AWDLSTMLanguageModel(small(tie_weights=False))
-    assert not untied.decoder.weight is untied.encoder.embedding.weight
+    assert untied.decoder.weight is not untied.encoder.embedding.weight
     assert sum(p.numel() for p in untied.parameters()) > n_params
 
 

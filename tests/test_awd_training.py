@@ -6,6 +6,7 @@ import pytest
 import torch
 from torch import nn
 
+from lmlib.text.batching import LMBatch, batchify
 from lmlib.training.awd_training import (
     NTASGD,
     SeqLenLRScale,
@@ -15,7 +16,6 @@ from lmlib.training.awd_training import (
     nt_asgd_trigger_check,
     variable_bptt_batches,
 )
-from lmlib.text.batching import LMBatch, batchify
 from lmlib.training.callbacks import LRSchedule
 from lmlib.training.trainer import Callback, Trainer
 
@@ -86,7 +86,7 @@ def _loss(model, batch):
 def test_lr_is_scaled_by_seq_len_over_bptt_for_that_batch_only():
     model = _Linear()
     opt = torch.optim.SGD(model.parameters(), lr=1.0)
-    steps, lrs_after = [], []
+    steps = []
 
     class Spy(Callback):
         def on_batch_begin(self, trainer, batch):
@@ -113,7 +113,7 @@ def _paper_trigger(losses, n):
     """Algorithm 1 of Merity et al. (2018), transcribed: t counts logged checks, T the switch."""
     logs, t = [], 0
     for k, v in enumerate(losses):
-        if t > n and v > min(logs[l] for l in range(0, t - n)):
+        if t > n and v > min(logs[i] for i in range(0, t - n)):
             return k
         logs.append(v)
         t += 1

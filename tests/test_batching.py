@@ -1,5 +1,5 @@
-import torch
 import pytest
+import torch
 
 from lmlib.text.batching import batchify, bptt_batches, classification_batches, pad_batch, random_blocks
 

@@ -6,10 +6,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lmlib.text.batching import batchify, bptt_batches
-from lmlib.training.objectives import StatefulLMLoss
 from lmlib.models.rnn import copy_from_torch
 from lmlib.models.rnn_lm import RNNLM, RNNLMConfig, TrainSettings, sample, zaremba_lr_factor, zaremba_small
+from lmlib.text.batching import batchify, bptt_batches
+from lmlib.training.objectives import StatefulLMLoss
 
 
 def _models(cell="lstm"):

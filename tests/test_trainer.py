@@ -72,11 +72,13 @@ def test_a_tiny_model_overfits_one_batch():
 
 
 def test_the_same_seed_gives_identical_losses_and_another_seed_does_not():
-    a = make_trainer(seed=7); a.fit(blocks, epochs=2)
-    b = make_trainer(seed=7); b.fit(blocks, epochs=2)
-    c = make_trainer(seed=8); c.fit(blocks, epochs=2)
-    assert a.batch_losses == b.batch_losses
-    assert a.batch_losses != c.batch_losses
+    losses = []
+    for seed in (7, 7, 8):  # each trainer seeds, builds and trains before the next one starts
+        trainer = make_trainer(seed=seed)
+        trainer.fit(blocks, epochs=2)
+        losses.append(trainer.batch_losses)
+    assert losses[0] == losses[1]
+    assert losses[0] != losses[2]
 
 
 def test_resuming_from_a_checkpoint_matches_an_uninterrupted_run(tmp_path):

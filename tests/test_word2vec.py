@@ -253,10 +253,7 @@ def test_vectors_and_vocabulary_of_different_sizes_raise():
     pairs = [WordPair("king", "queen", 9.0), WordPair("king", "paris", 1.0), WordPair("france", "paris", 5.0)]
     for bad_vectors, bad_words in [(vectors[:-1], words), (vectors, words[:-1])]:
         sizes = f"vectors has {bad_vectors.size(0)} rows but itos has {len(bad_words)} words"
-        for call in (lambda: nearest_neighbours(bad_vectors, bad_words, "king"),
-                     lambda: analogy(bad_vectors, bad_words, "france", "paris", "japan"),
-                     lambda: evaluate_analogies(bad_vectors, bad_words, questions),
-                     lambda: evaluate_word_pairs(bad_vectors, bad_words, pairs),
-                     lambda: to_keyed_vectors(bad_vectors, bad_words)):
+        for call, *args in ((nearest_neighbours, "king"), (analogy, "france", "paris", "japan"),
+                            (evaluate_analogies, questions), (evaluate_word_pairs, pairs), (to_keyed_vectors,)):
             with pytest.raises(ValueError, match=sizes):
-                call()
+                call(bad_vectors, bad_words, *args)

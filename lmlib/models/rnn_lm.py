@@ -22,7 +22,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..runtime import eval_mode
-
 from . import rnn as lmlib_rnn
 
 CORES = {

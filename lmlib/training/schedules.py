@@ -134,7 +134,7 @@ def discriminative_lrs(eta_top: float, n_groups: int, factor: float = 2.6) -> li
         raise ValueError(f"n_groups must be at least 1, got {n_groups}")
     if factor < 1:
         raise ValueError(f"factor must be >= 1 (lower layers learn more slowly), got {factor}")
-    return [eta_top / factor ** (n_groups - 1 - l) for l in range(n_groups)]
+    return [eta_top / factor ** (n_groups - 1 - g) for g in range(n_groups)]
 
 
 def discriminative_param_groups(groups: Sequence[nn.Module], eta_top: float, factor: float = 2.6) -> list[dict]:

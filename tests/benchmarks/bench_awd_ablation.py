@@ -28,11 +28,11 @@ from pathlib import Path
 import torch
 
 from lmlib import Trainer, Vocab, seed_everything
-from lmlib.models.awd_lstm import AWDLSTMConfig, AWDLSTMLanguageModel
-from lmlib.training.awd_training import NTASGD, SeqLenLRScale, ar_regularizer, tar_regularizer, variable_bptt_batches
-from lmlib.text.batching import batchify, bptt_batches
-from lmlib.training.callbacks import GradientClipping
 from lmlib.data import load_ptb
+from lmlib.models.awd_lstm import AWDLSTMConfig, AWDLSTMLanguageModel
+from lmlib.text.batching import batchify, bptt_batches
+from lmlib.training.awd_training import NTASGD, SeqLenLRScale, ar_regularizer, tar_regularizer, variable_bptt_batches
+from lmlib.training.callbacks import GradientClipping
 from lmlib.training.objectives import StatefulLMLoss
 
 TRAIN_TOKENS = 20_000

@@ -23,11 +23,11 @@ import torch
 from long_run import EpochReport, command_line
 
 from lmlib import Trainer, Vocab, seed_everything
+from lmlib.data import load_ptb
+from lmlib.models.rnn_lm import RNNLM, zaremba_lr_factor, zaremba_small
 from lmlib.text.batching import batchify, bptt_batches
 from lmlib.training.callbacks import Checkpoint, GradientClipping, LRSchedule, MaxSteps
-from lmlib.data import load_ptb
 from lmlib.training.objectives import StatefulLMLoss
-from lmlib.models.rnn_lm import RNNLM, zaremba_lr_factor, zaremba_small
 
 
 def main() -> None:
