@@ -579,6 +579,33 @@ def test_cli_list_and_unknown_names(mirror):
     assert bad.returncode == 2 and "lmlib knows" in bad.stderr
 
 
+@pytest.mark.network
+def test_cli_fetch_builds_packed_files_from_one_download_and_reports_each_file(server, tmp_path, monkeypatch, capsys):
+    from lmlib.__main__ import main
+
+    archive = _tar_gz(_TINY_IMDB)
+    packed = _packed_files(f"{server}/aclImdb_tiny.tar.gz", archive, _TINY_IMDB_PACKED)
+    bare = _local("tinyshakespeare/input.txt", f"{server}/input.txt")
+    with socket_on_free_port() as port:
+        pass
+    gone = DataFile("tiny/gone.txt", "0" * 64, 1, f"http://127.0.0.1:{port}/gone.txt")
+    tiny = data.Dataset("tiny", "a tiny test set", (*packed, bare, gone), "127.0.0.1", "none", "none")
+    for module in (data, data.registry):
+        monkeypatch.setattr(module, "DATASETS", {"tiny": tiny})
+    monkeypatch.setenv("LMLIB_DATA_DIR", str(tmp_path))
+    downloads = []
+    real = data.store._stream
+    monkeypatch.setattr(data.store, "_stream", lambda url, *rest: downloads.append(url) or real(url, *rest))
+    assert main(["data", "fetch", "tiny"]) == 1
+    out = capsys.readouterr().out
+    assert downloads.count(packed[0].url) == 1, "the three packed files share one download"
+    for f in (*packed, bare):
+        assert f"OK      {f.path}\n" in out
+    assert re.search(r"FAILED  tiny/gone\.txt: could not download http://127\.0\.0\.1:\d+/gone\.txt", out), \
+        "a file that fails is reported with its own reason"
+    assert out.endswith("not all files fetched in " + str(tmp_path) + " (1 failed)\n")
+
+
 def test_cli_help_says_what_each_data_action_does():
     run = subprocess.run([sys.executable, "-m", "lmlib", "data", "--help"], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr

@@ -112,8 +112,9 @@ def read_verified(file_path: str, root: Path | None = None) -> bytes:
 
 def _refuse_if_offline(url: str, label: str, root: Path) -> None:
     if os.environ.get("LMLIB_OFFLINE") == "1":
+        is_ = "are" if ", " in label else "is"
         raise DataError(
-            f"{label} is not in {root} and downloads are disabled (LMLIB_OFFLINE=1), so {url} was not fetched. "
+            f"{label} {is_} not in {root} and downloads are disabled (LMLIB_OFFLINE=1), so {url} was not fetched. "
             f"Set LMLIB_DATA_DIR to a folder that holds a verified copy, or unset LMLIB_OFFLINE to download it."
         )
 
