@@ -100,7 +100,9 @@ class Attention(nn.Module):
         """Scores e, shape (batch, m, n), for query (batch, m, d_q) and keys (batch, n, d_k)."""
         return self.score_prepared(query, self.prepare_keys(keys))
 
-    def forward(self, query, keys, values, mask=None, prepared_keys=None) -> tuple[torch.Tensor, torch.Tensor]:
+    def _check_inputs(self, query, keys, values, mask, prepared_keys):
+        """Check the shapes of :meth:`forward`'s inputs; ``query`` ``(batch, m, d_q)`` here. Returns the mask
+        as ``(batch, 1 or m, n)`` (or None)."""
         if keys.dim() != 3 or values.dim() != 3:
             raise ValueError(f"keys and values must be (batch, n, d); got keys {tuple(keys.shape)}, "
                              f"values {tuple(values.shape)}")
@@ -110,9 +112,6 @@ class Attention(nn.Module):
             # a softmax over no keys has no distribution to return (the context would silently be zero)
             raise ValueError(f"there are no keys to attend to (keys {tuple(keys.shape)}, n = 0); "
                              "give every example at least one key")
-        single = query.dim() == 2
-        if single:
-            query = query.unsqueeze(1)
         if query.dim() != 3 or query.shape[0] != keys.shape[0]:
             raise ValueError(f"query must be (batch, d_q) or (batch, m, d_q) with the keys' batch size "
                              f"{keys.shape[0]}; got {tuple(query.shape)}")
@@ -127,16 +126,25 @@ class Attention(nn.Module):
         if prepared_keys is not None and prepared_keys.shape[:2] != keys.shape[:2]:
             raise ValueError(f"prepared_keys {tuple(prepared_keys.shape)} must agree with keys "
                              f"{tuple(keys.shape)} on (batch, n); pass prepare_keys(keys)")
-        if mask is not None:
-            if mask.dim() == 2:
-                mask = mask.unsqueeze(1)
-            if mask.dim() != 3 or mask.shape[0] != batch or mask.shape[1] not in (1, m) or mask.shape[2] != n:
-                raise ValueError(f"mask must be (batch, n) = {(batch, n)} or (batch, m, n) = {(batch, m, n)}; "
-                                 f"got {tuple(mask.shape)}")
+        if mask is None:
+            return None
+        if mask.dim() == 2:
+            mask = mask.unsqueeze(1)
+        if mask.dim() != 3 or mask.shape[0] != batch or mask.shape[1] not in (1, m) or mask.shape[2] != n:
+            raise ValueError(f"mask must be (batch, n) = {(batch, n)} or (batch, m, n) = {(batch, m, n)}; "
+                             f"got {tuple(mask.shape)}")
+        return mask
+
+    def forward(self, query, keys, values, mask=None, prepared_keys=None) -> tuple[torch.Tensor, torch.Tensor]:
+        """α_j = softmax_j(e_j) over the real keys, c = Σ_j α_j v_j, for one query ``(batch, d_q)`` or m
+        queries ``(batch, m, d_q)`` at once (shapes: see the module docstring)."""
+        single = query.dim() == 2
+        query = query.unsqueeze(1) if single else query  # (batch, m, d_q)
+        mask = self._check_inputs(query, keys, values, mask, prepared_keys)  # (batch, 1 or m, n) or None
         prepared = self.prepare_keys(keys) if prepared_keys is None else prepared_keys
-        scores = self.score_prepared(query, prepared)
-        weights = masked_softmax(scores, mask)
-        context = weights @ values
+        scores = self.score_prepared(query, prepared)  # e: (batch, m, n)
+        weights = masked_softmax(scores, mask)  # α: (batch, m, n)
+        context = weights @ values  # c: (batch, m, d_v)
         if single:
             return context.squeeze(1), weights.squeeze(1)
         return context, weights

@@ -100,9 +100,9 @@ class Seq2Seq(nn.Module):
         self.dropout = nn.Dropout(c.dropout)
 
     # -- encoder -------------------------------------------------------------------------------------
-    def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> Encoded:
-        """src (batch, S) token ids (long), src_mask (batch, S) bool, True at real tokens; each row's real
-        tokens come first (right padding), as :func:`lmlib.text.translation.encode_source` builds them."""
+    def _check_source(self, src: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
+        """Check a source batch and its mask (long ids, bool mask, right padding, no empty row, within
+        max_src_len and the vocabulary); return each row's length ``(batch,)``."""
         if src.dim() != 2 or src.shape != src_mask.shape:
             raise ValueError(f"src and src_mask must both be (batch, S); got {tuple(src.shape)} and {tuple(src_mask.shape)}")
         if src.dtype != torch.long:
@@ -125,6 +125,12 @@ class Seq2Seq(nn.Module):
         if src.shape[1] > self.config.max_src_len:
             raise ValueError(f"source of {src.shape[1]} tokens exceeds max_src_len={self.config.max_src_len}")
         check_ids_in_range(src, self.config.src_vocab_size, "src", "the source vocabulary")
+        return lengths
+
+    def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> Encoded:
+        """src (batch, S) token ids (long), src_mask (batch, S) bool, True at real tokens; each row's real
+        tokens come first (right padding), as :func:`lmlib.text.translation.encode_source` builds them."""
+        lengths = self._check_source(src, src_mask)  # (batch,)
         emb = self.dropout(self.src_embed(src))
         packed = pack_padded_sequence(emb, lengths.cpu(), batch_first=True, enforce_sorted=False)
         out, last = self.encoder(packed)

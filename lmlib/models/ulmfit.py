@@ -57,14 +57,8 @@ def extend_vocab(model: AWDLSTMLanguageModel, vocab: Vocab, texts: Sequence[Sequ
     return new_model, new_vocab
 
 
-def concat_pool(H: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Concat pooling (Howard & Ruder 2018, sec. 3.3) of hidden states H ``(batch, time, d)``:
-
-        h_c = [h_T, maxpool(H), meanpool(H)]   -> ``(batch, 3d)``
-
-    padding-aware: ``mask`` ``(batch, time)`` is True at real tokens; h_T is each sequence's last real
-    token, and padded positions take part in neither the max nor the mean.
-    """
+def _check_pool_inputs(H: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``mask`` as bool and each row's number of real tokens, after checking both shapes."""
     if H.dim() != 3:
         raise ValueError(f"H must be (batch, time, d), got shape {tuple(H.shape)}")
     if mask.shape != H.shape[:2]:
@@ -73,6 +67,18 @@ def concat_pool(H: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     lengths = mask.sum(1)
     if (lengths == 0).any():
         raise ValueError("a sequence in the batch has no real tokens; drop empty texts before batching")
+    return mask, lengths
+
+
+def concat_pool(H: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Concat pooling (Howard & Ruder 2018, sec. 3.3) of hidden states H ``(batch, time, d)``:
+
+        h_c = [h_T, maxpool(H), meanpool(H)]   -> ``(batch, 3d)``
+
+    padding-aware: ``mask`` ``(batch, time)`` is True at real tokens; h_T is each sequence's last real
+    token, and padded positions take part in neither the max nor the mean.
+    """
+    mask, lengths = _check_pool_inputs(H, mask)  # (batch, time) bool, (batch,)
     # index of the last True per row (right padding is not assumed)
     positions = torch.arange(H.size(1), device=H.device).expand_as(mask)
     last = torch.where(mask, positions, -1).max(1).values

@@ -26,7 +26,7 @@ from __future__ import annotations
 import random
 import re
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -94,6 +94,35 @@ class TranslationData:
                 f"fr {len(self.tgt_vocab):,} | at most {self.max_len} tokens per side")
 
 
+def _check_split_args(max_len: int, max_pairs: int | None, valid_frac: float, test_frac: float) -> None:
+    if max_len < 1:
+        raise ValueError(f"max_len must be at least 1, got {max_len}")
+    if not (0 <= valid_frac < 1 and 0 <= test_frac < 1 and valid_frac + test_frac < 1):
+        raise ValueError(f"valid_frac={valid_frac} and test_frac={test_frac} must be in [0, 1) and sum below 1")
+    if max_pairs is not None and max_pairs < 1:
+        raise ValueError(f"max_pairs must be positive or None, got {max_pairs}")
+
+
+def _short_pairs(pairs: Iterable[tuple[str, str]], max_len: int,
+                 prefixes: Sequence[str] | None) -> list[tuple[list[str], list[str]]]:
+    """The tokenized pairs with 1..max_len tokens on both sides whose English opens with one of ``prefixes``."""
+    starts = tuple(p.lower() for p in prefixes) if prefixes is not None else None
+    kept = []
+    for en, fr in pairs:
+        if starts is not None and not en.translate(_APOSTROPHES).lower().startswith(starts):
+            continue
+        # every whitespace-separated chunk gives at least one token, so this skips long pairs cheaply
+        if len(en.split()) > max_len or len(fr.split()) > max_len:
+            continue
+        src, tgt = tokenize(en, "en"), tokenize(fr, "fr")
+        if 0 < len(src) <= max_len and 0 < len(tgt) <= max_len:
+            kept.append((src, tgt))
+    if not kept:
+        raise ValueError(f"no pair has at most {max_len} tokens on both sides (with prefixes={prefixes}); "
+                         "raise max_len or loosen the prefixes")
+    return kept
+
+
 def prepare_translation(
     max_len: int = 8,
     max_pairs: int | None = None,
@@ -116,34 +145,16 @@ def prepare_translation(
             (e.g. :data:`SIMPLE_PREFIXES`); ``None`` keeps every opening.
         pairs: raw (English, French) strings; default ``lmlib.data.load_eng_fra()``.
     """
-    if max_len < 1:
-        raise ValueError(f"max_len must be at least 1, got {max_len}")
-    if not (0 <= valid_frac < 1 and 0 <= test_frac < 1 and valid_frac + test_frac < 1):
-        raise ValueError(f"valid_frac={valid_frac} and test_frac={test_frac} must be in [0, 1) and sum below 1")
-    if max_pairs is not None and max_pairs < 1:
-        raise ValueError(f"max_pairs must be positive or None, got {max_pairs}")
+    _check_split_args(max_len, max_pairs, valid_frac, test_frac)
     if pairs is None:
         from ..data import load_eng_fra
 
         pairs = load_eng_fra()
-    starts = tuple(p.lower() for p in prefixes) if prefixes is not None else None
-    kept = []
-    for en, fr in pairs:
-        if starts is not None and not en.translate(_APOSTROPHES).lower().startswith(starts):
-            continue
-        # every whitespace-separated chunk gives at least one token, so this skips long pairs cheaply
-        if len(en.split()) > max_len or len(fr.split()) > max_len:
-            continue
-        src, tgt = tokenize(en, "en"), tokenize(fr, "fr")
-        if 0 < len(src) <= max_len and 0 < len(tgt) <= max_len:
-            kept.append((src, tgt))
-    if not kept:
-        raise ValueError(f"no pair has at most {max_len} tokens on both sides (with prefixes={prefixes}); "
-                         "raise max_len or loosen the prefixes")
+    kept = _short_pairs(pairs, max_len, prefixes)
     rng = random.Random(seed)
     if max_pairs is not None and max_pairs < len(kept):
         kept = rng.sample(kept, max_pairs)
-
+    # every translation of one English sentence goes to the same split, so no test source is seen in training
     by_source: dict[tuple[str, ...], list[list[str]]] = defaultdict(list)
     for src, tgt in kept:
         by_source[tuple(src)].append(tgt)
@@ -153,18 +164,12 @@ def prepare_translation(
     test_src, valid_src, train_src = sources[:n_test], sources[n_test:n_test + n_valid], sources[n_test + n_valid:]
     if not train_src:
         raise ValueError("the training split is empty; use more pairs or smaller valid/test fractions")
-
     train = [(list(s), t) for s in train_src for t in by_source[s]]
     src_vocab = Vocab((tok for s, _ in train for tok in s), min_freq=min_freq, specials=SPECIALS, unk=UNK)
     tgt_vocab = Vocab((tok for _, t in train for tok in t), min_freq=min_freq, specials=SPECIALS, unk=UNK)
-    return TranslationData(
-        train=train,
-        valid=[Example(list(s), by_source[s]) for s in valid_src],
-        test=[Example(list(s), by_source[s]) for s in test_src],
-        src_vocab=src_vocab,
-        tgt_vocab=tgt_vocab,
-        max_len=max_len,
-    )
+    return TranslationData(train=train, valid=[Example(list(s), by_source[s]) for s in valid_src],
+                           test=[Example(list(s), by_source[s]) for s in test_src],
+                           src_vocab=src_vocab, tgt_vocab=tgt_vocab, max_len=max_len)
 
 
 class Seq2SeqBatch(NamedTuple):
