@@ -675,9 +675,13 @@ def open_and_run(lab_page: LabPage, notebook: str, shots: Path) -> Report:
         state, deadline = None, time.time() + 90
         while time.time() < deadline:
             state = page.evaluate(JS_READY)
-            if state and state["status"] == "idle":
-                break
+            if state and state["status"] == "idle" or page.locator(".jp-Dialog").count():
+                break   # ready, or a dialog (e.g. "Select Kernel") waits for the student: reported below
             page.wait_for_timeout(250)
+        if page.locator(".jp-Dialog").count():
+            text = " ".join(page.locator(".jp-Dialog").first.inner_text().split())[:200]
+            report.add("open", f"a dialog appeared on opening: {text!r}")
+            return report
         if not state or state["status"] != "idle":
             report.add("open", f"the notebook did not open with an idle kernel within 90 s (state: {state})")
             return report
@@ -691,12 +695,6 @@ def open_and_run(lab_page: LabPage, notebook: str, shots: Path) -> Report:
             if changes:
                 report.add("open", "the notebook has unsaved changes right after opening, before running: "
                                    + "; ".join(changes[:5]))
-        dialogs = page.locator(".jp-Dialog").count()
-        if dialogs:
-            text = page.locator(".jp-Dialog").first.inner_text()[:200]
-            report.add("open", f"a dialog appeared on opening: {text!r}")
-            page.keyboard.press("Escape")
-
         page.click('.lm-MenuBar-itemLabel:text-is("Run")')
         page.click('.lm-Menu-item[data-command="runmenu:run-all"]')
         _wait_for_run(page, report)

@@ -1,0 +1,62 @@
+"""The browser test's own judgements (float noise, axis ranges, changes on open), checked without a browser."""
+
+import pytest
+from labdriver import _check_axis, _noise, changes_on_open
+
+
+@pytest.mark.parametrize("text", ["cut_frac=0.09999999999999999", "p = 1.9999999999999998", "5.000000000000001 s",
+                                  "shift=+0.30000000000000004"])
+def test_float_noise_is_found(text):
+    assert _noise(text)
+
+
+@pytest.mark.parametrize("text", ["cut_frac=0.1", "perplexity 141.2", "1.0000000000", "lr 1e-05", "0.99",
+                                  "seed 1000000000", "100000000000 tokens"])
+def test_plain_numbers_are_not_noise(text):
+    assert _noise(text) is None
+
+
+def axis(kind, lo, hi, r0, r1, min_pos=None):
+    return {"name": "yaxis", "type": kind, "range": [r0, r1],
+            "data": {"min": lo, "max": hi, "minPos": min_pos if min_pos is not None else lo}}
+
+
+def test_log_axis_within_two_decades_passes():
+    assert _check_axis(axis("log", 1e-3, 10, -3.2, 1.3)) is None
+
+
+def test_log_axis_stretched_by_an_annotation_fails():
+    assert "decades beyond" in _check_axis(axis("log", 1e-3, 10, -3.2, 6.0))
+
+
+def test_axis_that_cuts_off_data_fails():
+    assert "cuts off" in _check_axis(axis("linear", 0, 100, 0, 50))
+    assert "cuts off" in _check_axis(axis("log", 1e-3, 10, -1, 1.1))
+
+
+def test_linear_axis_from_zero_passes_and_a_far_stretch_fails():
+    assert _check_axis(axis("linear", 100, 101, 0, 110)) is None
+    assert "exceeds" in _check_axis(axis("linear", 0.1, 1.0, 0, 1e4))
+
+
+def test_reversed_and_category_axes():
+    assert _check_axis(axis("linear", 0, 9, 9.5, -0.5)) is None
+    assert _check_axis({"name": "xaxis", "type": "category", "range": [-0.5, 3.5], "data": None}) is None
+
+
+def test_changes_on_open_ignores_what_lab_writes_itself():
+    disk = {"nbformat": 4, "nbformat_minor": 5, "metadata": {"kernelspec": {"name": "python3"}},
+            "cells": [{"id": "a", "cell_type": "code", "metadata": {}, "source": ["x = 1\n", "x"],
+                       "outputs": [{"output_type": "display_data", "metadata": {},
+                                    "data": {"application/vnd.plotly.v1+json": {"data": [], "layout": {}}}}],
+                       "execution_count": 1}]}
+    model = {"nbformat": 4, "nbformat_minor": 5,
+             "metadata": {"kernelspec": {"name": "python3"}, "language_info": {"name": "python"}},
+             "cells": [{"id": "a", "cell_type": "code", "metadata": {"trusted": True}, "source": "x = 1\nx",
+                        "outputs": [{"output_type": "display_data", "metadata": {},
+                                     "data": {"application/vnd.plotly.v1+json": {"data": [], "layout": {}},
+                                              "image/png": "iVBOR"}}],
+                        "execution_count": 1}]}
+    assert changes_on_open(disk, model) == []
+    model["metadata"]["kernelspec"] = {"name": "python2"}
+    assert changes_on_open(disk, model) == ['metadata.kernelspec {"name": "python3"} -> {"name": "python2"}']
