@@ -1,0 +1,448 @@
+"""BERT: a bidirectional Transformer encoder pre-trained on masked words and sentence pairs (Devlin et al. 2019,
+"BERT: Pre-training of Deep Bidirectional Transformers for Language Understanding"), built on the encoder of
+Vaswani et al. 2017, "Attention Is All You Need".
+
+The input is one or two segments packed into one sequence, ``[CLS] A [SEP] B [SEP]``. "The input embeddings are
+the sum of the token embeddings, the segmentation embeddings and the position embeddings" (§3, Figure 2):
+
+    h_0 = LayerNorm(E_tok[x_t] + E_seg[s_t] + E_pos[t])          then dropout
+
+A stack of L post-norm encoder layers follows (Vaswani et al. §3.1, "LayerNorm(x + Sublayer(x))"), with
+every position attending to every other real (non-padding) position, left and right:
+
+    a_l = LayerNorm(h_{l−1} + Dropout(MultiHead(h_{l−1}, h_{l−1}, h_{l−1})))
+    h_l = LayerNorm(a_l + Dropout(GELU(a_l W_1 + b_1) W_2 + b_2))
+
+Two pre-training heads read the last layer h_L (§3.1):
+
+* masked LM: the final hidden vector of a masked position goes through a dense layer, GELU and LayerNorm, then
+  "an output softmax over the vocabulary" whose weights are the token embeddings (tied) plus an own bias;
+* next sentence prediction (NSP): "C ∈ R^H", the pooled [CLS] vector tanh(h_L[CLS] W_p + b_p), then a 2-way
+  classifier. Class 0 is "IsNext" (B follows A in the text), class 1 "NotNext", as in the released checkpoints.
+
+The file holds, in reading order: :class:`BertConfig`, the encoder layer, the MLM head, :class:`BertOutput`,
+:class:`Bert` (with :meth:`Bert.from_hf` / :meth:`Bert.from_pretrained` to copy Google's weights from
+``transformers``) and the parameter-name map ``HF_BERT_NAMES``.
+
+Attention: the layers use lmlib's :class:`~lmlib.models.multihead.MultiHeadAttention`. It has the four
+projections BERT has (query, key, value, output, each with a bias), takes a ``(batch, seq)`` key padding mask,
+runs PyTorch's fused ``scaled_dot_product_attention`` when no weights are wanted and the written-out
+softmax(Q Kᵀ / √d_k) V when they are (``return_attentions=True``, for plots and bertviz), so nothing here
+needs an attention of its own.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..text.vocab import check_ids_in_range
+from .multihead import MultiHeadAttention
+
+
+@dataclass
+class BertConfig:
+    """Sizes of a BERT. The defaults are BERT-base (L=12, H=768, A=12, 110M parameters, §3); BERT-large is
+    ``num_layers=24, d_model=1024, num_heads=16``.
+
+    ``block_size`` is the size of the position table (512 in the paper): the longest input, [CLS] and [SEP]s
+    included. ``type_vocab_size`` is the number of segments (2: sentence A and sentence B). ``d_ff`` (the
+    feed-forward inner width) defaults to 4·d_model. ``dropout`` is used on the embeddings and on each
+    sub-layer's output; ``attention_dropout`` on the attention weights (defaults to ``dropout``; both 0.1 in
+    the paper). ``pad_id`` is the [PAD] token: its embedding starts at zero and gets no gradient, as in the
+    released code (None: no such token).
+
+    ``pooler``, ``mlm_head`` and ``nsp_head`` say which parts on top of the encoder exist: all three for
+    pre-training (``BertForPreTraining``), only the MLM head for ``BertForMaskedLM``, only the pooler for
+    ``BertModel``. The NSP head reads the pooler's output, so it needs the pooler.
+    """
+
+    vocab_size: int = 30522
+    block_size: int = 512
+    type_vocab_size: int = 2
+    num_layers: int = 12
+    num_heads: int = 12
+    d_model: int = 768
+    d_ff: int | None = None
+    dropout: float = 0.1
+    attention_dropout: float | None = None
+    layer_norm_eps: float = 1e-12
+    pad_id: int | None = 0
+    pooler: bool = True
+    mlm_head: bool = True
+    nsp_head: bool = True
+
+    def __post_init__(self):
+        if self.d_ff is None:
+            self.d_ff = 4 * self.d_model
+        if self.attention_dropout is None:
+            self.attention_dropout = self.dropout
+        for name in ("vocab_size", "block_size", "type_vocab_size", "num_layers", "num_heads", "d_model", "d_ff"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"BertConfig.{name} must be a positive int, got {value!r}")
+        if self.d_model % self.num_heads != 0:
+            raise ValueError(f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}: each head "
+                             f"gets d_model / num_heads dimensions; pick num_heads from "
+                             f"{[h for h in range(1, min(self.d_model, 16) + 1) if self.d_model % h == 0]}")
+        for name in ("dropout", "attention_dropout"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)}")
+        if not self.layer_norm_eps > 0:
+            raise ValueError(f"layer_norm_eps must be positive (BERT uses 1e-12), got {self.layer_norm_eps}")
+        if self.pad_id is not None and not 0 <= self.pad_id < self.vocab_size:
+            raise ValueError(f"pad_id={self.pad_id} is not an id of the vocabulary (0..{self.vocab_size - 1}); "
+                             f"take it from the tokenizer (token_to_id('[PAD]')) or pass pad_id=None")
+        if self.nsp_head and not self.pooler:
+            raise ValueError("nsp_head=True needs pooler=True: next sentence prediction classifies the pooled "
+                             "[CLS] vector")
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.num_heads
+
+
+class EncoderLayer(nn.Module):
+    """One post-norm Transformer encoder layer (Vaswani et al. §3.1; BERT uses it unchanged, with GELU):
+
+        a = LayerNorm(h + Dropout(MultiHead(h, h, h)))
+        h' = LayerNorm(a + Dropout(FFN(a))),      FFN(a) = GELU(a W_1 + b_1) W_2 + b_2
+
+    GELU is the exact x·Φ(x) (Hendrycks & Gimpel 2016), Φ the standard normal CDF, written with erf;
+    BERT's released checkpoints were trained with it (the tanh approximation is GPT's).
+    """
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.attn = MultiHeadAttention(config.d_model, config.num_heads, dropout=config.attention_dropout)
+        self.ln_1 = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.fc = nn.Linear(config.d_model, config.d_ff)
+        self.proj = nn.Linear(config.d_ff, config.d_model)
+        self.ln_2 = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, h: torch.Tensor, padding_mask: torch.Tensor | None = None, need_weights: bool = False):
+        a, weights = self.attn(h, h, h, key_padding_mask=padding_mask, need_weights=need_weights)  # (B, T, C)
+        a = self.ln_1(h + self.dropout(a))  # (B, T, C)
+        f = self.proj(F.gelu(self.fc(a)))  # (B, T, C), through (B, T, d_ff)
+        return self.ln_2(a + self.dropout(f)), weights  # (B, T, C); weights (B, H, T, T) or None
+
+
+class MaskedLMHead(nn.Module):
+    """P(x_t = w | context) = softmax(LayerNorm(GELU(h_t W_t + b_t)) E_tokᵀ + b)_w
+
+    ``dense`` and ``norm`` are the transform; ``decoder`` holds the output layer: its weight is the token
+    embedding E_tok (tied by :class:`Bert`), its bias b is the head's own.
+    """
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.d_model, config.d_model)
+        self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.decoder = nn.Linear(config.d_model, config.vocab_size)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        t = self.norm(F.gelu(self.dense(h)))  # (B, T, C)
+        return self.decoder(t)  # (B, T, V): logits before the softmax
+
+
+@dataclass
+class BertOutput:
+    """What :class:`Bert` returns. Heads the model lacks (see :class:`BertConfig`) give None.
+
+    ``mlm_logits`` (batch, seq, vocab); ``nsp_logits`` (batch, 2), class 0 = IsNext; ``pooled`` (batch, d_model),
+    the tanh-pooled [CLS] vector; ``hidden_states``: num_layers + 1 tensors (batch, seq, d_model), the embedding
+    output h_0 first, then each layer's h_l; ``attentions``: with ``return_attentions=True``, one
+    (batch, heads, seq, seq) tensor per layer (the layout bertviz takes), else None.
+    """
+
+    mlm_logits: torch.Tensor | None
+    nsp_logits: torch.Tensor | None
+    pooled: torch.Tensor | None
+    hidden_states: tuple[torch.Tensor, ...]
+    attentions: tuple[torch.Tensor, ...] | None = None
+
+    @property
+    def last_hidden_state(self) -> torch.Tensor:
+        """h_L, the last layer's output (batch, seq, d_model): the contextual vector of every token."""
+        return self.hidden_states[-1]
+
+
+class Bert(nn.Module):
+    """BERT: ``out = model(input_ids, segment_ids, attention_mask)`` with (batch, seq) tensors, returning a
+    :class:`BertOutput`.
+
+    ``segment_ids`` are 0 for [CLS], A and the first [SEP], 1 for B and the last [SEP] (all 0 when omitted);
+    ``attention_mask`` is 1 (or True) at real tokens and 0 at padding, as in BERT's code and ``transformers``
+    (all real when omitted). No position attends to padding; the vectors computed at padded positions mean
+    nothing and should be ignored.
+    """
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.config = config
+        self.tok_emb = nn.Embedding(config.vocab_size, config.d_model, padding_idx=config.pad_id)
+        self.seg_emb = nn.Embedding(config.type_vocab_size, config.d_model)
+        self.pos_emb = nn.Embedding(config.block_size, config.d_model)
+        self.emb_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.emb_dropout = nn.Dropout(config.dropout)
+        self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.num_layers))
+        self.pooler = nn.Linear(config.d_model, config.d_model) if config.pooler else None
+        self.mlm = MaskedLMHead(config) if config.mlm_head else None
+        self.nsp = nn.Linear(config.d_model, 2) if config.nsp_head else None
+        if self.mlm is not None:
+            self.mlm.decoder.weight = self.tok_emb.weight  # tied output layer: logits = t E_tokᵀ + b
+        self.reset_parameters()
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        """BERT's initialisation: weights from a normal distribution with std 0.02 (truncated in the released
+        code), zero biases, LayerNorm 1/0, the [PAD] embedding zero."""
+        for module in self.modules():
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(module.weight, std=0.02)
+                if getattr(module, "bias", None) is not None:
+                    nn.init.zeros_(module.bias)
+            elif isinstance(module, nn.LayerNorm):
+                module.reset_parameters()
+        if self.config.pad_id is not None:
+            self.tok_emb.weight[self.config.pad_id].zero_()
+
+    def num_parameters(self) -> int:
+        """Parameters counted once (the tied MLM output layer is the token embedding)."""
+        return sum(p.numel() for p in self.parameters())
+
+    def _check_inputs(self, input_ids: torch.Tensor, segment_ids: torch.Tensor | None,
+                      attention_mask: torch.Tensor | None) -> torch.Tensor | None:
+        """Check the inputs of :meth:`forward`; return the (batch, seq) key padding mask (True = padding), or
+        None when every position is a real token."""
+        c = self.config
+        if not isinstance(input_ids, torch.Tensor) or input_ids.ndim != 2 or input_ids.is_floating_point() \
+                or input_ids.dtype == torch.bool:
+            got = (f"{input_ids.dtype} tensor of shape {tuple(input_ids.shape)}" if isinstance(input_ids, torch.Tensor)
+                   else type(input_ids))
+            raise ValueError(f"input_ids must be a (batch, seq) tensor of integer token ids, got {got}; for a "
+                             f"single sequence add the batch dimension: input_ids[None]")
+        if input_ids.numel() == 0:
+            raise ValueError(f"input_ids is empty (shape {tuple(input_ids.shape)}): give at least [CLS]")
+        if input_ids.size(1) > c.block_size:
+            raise ValueError(f"sequences of {input_ids.size(1)} tokens, but the model has block_size={c.block_size} "
+                             f"position embeddings; truncate the pairs to at most {c.block_size} tokens "
+                             f"(lmlib.text.bert_data.truncate_pair / encode_pair with max_len={c.block_size})")
+        check_ids_in_range(input_ids, c.vocab_size, "input_ids", "this BERT's vocabulary (vocab_size)")
+        for name, x in (("segment_ids", segment_ids), ("attention_mask", attention_mask)):
+            if x is not None and (not isinstance(x, torch.Tensor) or x.shape != input_ids.shape
+                                  or x.is_floating_point()):
+                got = f"{x.dtype} {tuple(x.shape)}" if isinstance(x, torch.Tensor) else type(x).__name__
+                raise ValueError(f"{name} must be an integer tensor shaped like input_ids "
+                                 f"{tuple(input_ids.shape)}, got {got}")
+        if segment_ids is not None:
+            low, high = int(segment_ids.min()), int(segment_ids.max())
+            if low < 0 or high >= c.type_vocab_size:
+                raise ValueError(f"segment_ids holds {low if low < 0 else high}, but this BERT knows "
+                                 f"type_vocab_size={c.type_vocab_size} segments (0 for [CLS] A [SEP], 1 for "
+                                 f"B [SEP]); build pairs with lmlib.text.bert_data.encode_pair")
+        if attention_mask is None:
+            return None
+        real = attention_mask.bool()
+        if not torch.equal(real.to(attention_mask.dtype), attention_mask):
+            raise ValueError("attention_mask must hold only 1 (real token) and 0 (padding)")
+        if not real.any(dim=1).all():
+            raise ValueError("some row of attention_mask is all padding: every sequence needs at least [CLS]; "
+                             "drop empty rows from the batch")
+        return None if real.all() else ~real
+
+    def forward(self, input_ids: torch.Tensor, segment_ids: torch.Tensor | None = None,
+                attention_mask: torch.Tensor | None = None, return_attentions: bool = False) -> BertOutput:
+        padding = self._check_inputs(input_ids, segment_ids, attention_mask)  # (B, T), True = padding; or None
+        T = input_ids.size(1)
+        e = self.tok_emb(input_ids) + self.pos_emb.weight[:T]  # (B, T, C): E_tok[x_t] + E_pos[t]
+        e = e + (self.seg_emb(segment_ids) if segment_ids is not None else self.seg_emb.weight[0])  # + E_seg[s_t]
+        h = self.emb_dropout(self.emb_norm(e))  # (B, T, C): h_0
+        hidden_states, attentions = [h], []
+        for layer in self.layers:
+            h, weights = layer(h, padding, return_attentions)  # (B, T, C); weights (B, H, T, T) or None
+            hidden_states.append(h)
+            attentions.append(weights)
+        pooled = torch.tanh(self.pooler(h[:, 0])) if self.pooler is not None else None  # (B, C): C = tanh(h_[CLS] W_p + b_p)
+        return BertOutput(
+            mlm_logits=self.mlm(h) if self.mlm is not None else None,  # (B, T, V)
+            nsp_logits=self.nsp(pooled) if self.nsp is not None else None,  # (B, 2)
+            pooled=pooled,
+            hidden_states=tuple(hidden_states),
+            attentions=tuple(attentions) if return_attentions else None,
+        )
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        """``nn.Module.load_state_dict``, but a checkpoint of another vocabulary or size says which setting
+        differs and what to do."""
+        own = self.state_dict()
+        for key, value in state_dict.items():
+            if key in own and tuple(value.shape) != tuple(own[key].shape):
+                raise ValueError(f"the state dict is for a different BERT: {key} has shape {tuple(value.shape)}, "
+                                 f"this model's has {tuple(own[key].shape)} ({_config_hint(key)}); build the model "
+                                 f"with the BertConfig the checkpoint was saved with (and its tokenizer)")
+        if strict:
+            missing = sorted(set(own) - set(state_dict))
+            unexpected = sorted(set(state_dict) - set(own))
+            if missing or unexpected:
+                raise ValueError(f"the state dict is for a different BERT: missing {missing[:4]}"
+                                 f"{' ...' if len(missing) > 4 else ''}, unexpected {unexpected[:4]}"
+                                 f"{' ...' if len(unexpected) > 4 else ''} (num_layers, pooler, mlm_head or "
+                                 f"nsp_head differ); build the model with the BertConfig the checkpoint was saved "
+                                 f"with")
+        return super().load_state_dict(state_dict, strict=strict, assign=assign)
+
+    @classmethod
+    def from_hf(cls, hf_model) -> Bert:
+        """Copy a ``transformers`` ``BertForPreTraining``, ``BertForMaskedLM``, ``BertForNextSentencePrediction``
+        or ``BertModel`` (any size) into a new lmlib BERT with the same parts, in eval mode.
+
+        Every weight is listed in ``HF_BERT_NAMES``; each key and shape is checked, and no weight of the source
+        may be left over. The MLM output weight must be the word embedding (tied) and its two bias entries equal.
+        """
+        config = _config_from_hf(hf_model)
+        model = cls(config)
+        source = hf_model.state_dict()
+        prefix = "" if type(hf_model).__name__ == "BertModel" else "bert."
+        used = set()
+        with torch.no_grad():
+            for key, param in model.state_dict().items():
+                if key == "mlm.decoder.weight":  # tied to tok_emb.weight, copied with it
+                    continue
+                hf_key = _hf_name(key, prefix)
+                assert hf_key in source, f"{hf_key} (for lmlib's {key}) is missing from the BERT state dict"
+                value = source[hf_key]
+                assert value.shape == param.shape, f"{hf_key} {tuple(value.shape)} -> {key} {tuple(param.shape)}"
+                param.copy_(value)
+                used.add(hf_key)
+        if config.mlm_head:
+            decoder = source["cls.predictions.decoder.weight"]
+            assert torch.equal(decoder, source[prefix + "embeddings.word_embeddings.weight"]), \
+                "the MLM decoder of this BERT is not tied to its word embeddings; lmlib's BERT always ties them"
+            assert torch.equal(source["cls.predictions.decoder.bias"], source["cls.predictions.bias"]), \
+                "cls.predictions.decoder.bias and cls.predictions.bias differ; BERT has one output bias"
+            used.update(("cls.predictions.decoder.weight", "cls.predictions.decoder.bias"))
+        left = [k for k in source if k not in used]
+        assert not left, f"weights of the BERT model that have no place in lmlib's BERT: {left}"
+        return model.eval()
+
+    @classmethod
+    def from_pretrained(cls, name: str = "bert-base-uncased", **hf_kwargs) -> Bert:
+        """Google's BERT weights from the Hugging Face Hub (``bert-base-uncased``, ``bert-large-cased``, ... or a
+        local directory), through ``transformers``' ``BertForPreTraining`` and :meth:`from_hf`."""
+        try:
+            from transformers import BertForPreTraining
+        except ImportError as err:
+            raise ImportError("Bert.from_pretrained needs the transformers package: pip install transformers") from err
+        try:
+            hf_model = BertForPreTraining.from_pretrained(name, **hf_kwargs)
+        except OSError as err:
+            offline = os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0") or \
+                os.environ.get("TRANSFORMERS_OFFLINE", "") not in ("", "0")
+            why = ("HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE is set and the weights are not in the local cache"
+                   if offline else "the Hugging Face Hub could not be reached and the weights are not cached")
+            raise OSError(f"could not load BERT weights {name!r}: {why}. Download them once with network access "
+                          f"(unset HF_HUB_OFFLINE), or pass the path of a local copy; to run without them, build "
+                          f"Bert(BertConfig(...)) and pre-train it") from err
+        return cls.from_hf(hf_model)
+
+
+# How transformers names each weight of lmlib's BERT ("{i}" = layer index). Encoder keys sit under "bert." in
+# the models with heads (BertForPreTraining, BertForMaskedLM, ...) and at the top in BertModel; head keys
+# ("cls.") are never prefixed. The tied MLM decoder weight is the word embedding and is not listed.
+HF_BERT_NAMES = {
+    "tok_emb.weight": "embeddings.word_embeddings.weight",
+    "seg_emb.weight": "embeddings.token_type_embeddings.weight",
+    "pos_emb.weight": "embeddings.position_embeddings.weight",
+    "emb_norm.weight": "embeddings.LayerNorm.weight",
+    "emb_norm.bias": "embeddings.LayerNorm.bias",
+    "layers.{i}.attn.w_q.weight": "encoder.layer.{i}.attention.self.query.weight",
+    "layers.{i}.attn.w_q.bias": "encoder.layer.{i}.attention.self.query.bias",
+    "layers.{i}.attn.w_k.weight": "encoder.layer.{i}.attention.self.key.weight",
+    "layers.{i}.attn.w_k.bias": "encoder.layer.{i}.attention.self.key.bias",
+    "layers.{i}.attn.w_v.weight": "encoder.layer.{i}.attention.self.value.weight",
+    "layers.{i}.attn.w_v.bias": "encoder.layer.{i}.attention.self.value.bias",
+    "layers.{i}.attn.w_o.weight": "encoder.layer.{i}.attention.output.dense.weight",
+    "layers.{i}.attn.w_o.bias": "encoder.layer.{i}.attention.output.dense.bias",
+    "layers.{i}.ln_1.weight": "encoder.layer.{i}.attention.output.LayerNorm.weight",
+    "layers.{i}.ln_1.bias": "encoder.layer.{i}.attention.output.LayerNorm.bias",
+    "layers.{i}.fc.weight": "encoder.layer.{i}.intermediate.dense.weight",
+    "layers.{i}.fc.bias": "encoder.layer.{i}.intermediate.dense.bias",
+    "layers.{i}.proj.weight": "encoder.layer.{i}.output.dense.weight",
+    "layers.{i}.proj.bias": "encoder.layer.{i}.output.dense.bias",
+    "layers.{i}.ln_2.weight": "encoder.layer.{i}.output.LayerNorm.weight",
+    "layers.{i}.ln_2.bias": "encoder.layer.{i}.output.LayerNorm.bias",
+    "pooler.weight": "pooler.dense.weight",
+    "pooler.bias": "pooler.dense.bias",
+    "mlm.dense.weight": "cls.predictions.transform.dense.weight",
+    "mlm.dense.bias": "cls.predictions.transform.dense.bias",
+    "mlm.norm.weight": "cls.predictions.transform.LayerNorm.weight",
+    "mlm.norm.bias": "cls.predictions.transform.LayerNorm.bias",
+    "mlm.decoder.bias": "cls.predictions.bias",
+    "nsp.weight": "cls.seq_relationship.weight",
+    "nsp.bias": "cls.seq_relationship.bias",
+}
+HF_BERT_CLASSES = ("BertForPreTraining", "BertForMaskedLM", "BertForNextSentencePrediction", "BertModel")
+
+
+def _hf_name(key: str, prefix: str) -> str:
+    """lmlib's parameter name -> transformers' name, through HF_BERT_NAMES."""
+    parts = key.split(".")
+    if parts[0] == "layers":
+        name = HF_BERT_NAMES[".".join(["layers", "{i}", *parts[2:]])].format(i=parts[1])
+    else:
+        name = HF_BERT_NAMES[key]
+    return name if name.startswith("cls.") else prefix + name
+
+
+def _config_from_hf(hf_model) -> BertConfig:
+    """The BertConfig of a transformers BERT, refusing models and settings lmlib's BERT cannot copy."""
+    kind = type(hf_model).__name__
+    model_type = getattr(getattr(hf_model, "config", None), "model_type", None)
+    if kind not in HF_BERT_CLASSES or model_type != "bert":
+        raise ValueError(f"Bert.from_hf copies a transformers {', '.join(HF_BERT_CLASSES)} (model_type 'bert'), "
+                         f"got a {kind} (model_type {model_type!r}); load a BERT checkpoint with "
+                         f"BertForPreTraining.from_pretrained('bert-base-uncased') (or Bert.from_pretrained)")
+    c = hf_model.config
+    unsupported = {
+        "hidden_act": c.hidden_act if c.hidden_act != "gelu" else None,
+        "position_embedding_type": (getattr(c, "position_embedding_type", "absolute")
+                                    if getattr(c, "position_embedding_type", "absolute") != "absolute" else None),
+        "is_decoder": True if getattr(c, "is_decoder", False) else None,
+        "add_cross_attention": True if getattr(c, "add_cross_attention", False) else None,
+    }
+    bad = {k: v for k, v in unsupported.items() if v is not None}
+    if bad:
+        raise ValueError(f"this BERT uses settings lmlib's BERT does not implement: {bad}; only the original "
+                         f"recipe (exact GELU, absolute positions, a bidirectional encoder) can be copied")
+    state = hf_model.state_dict()
+    prefix = "" if kind == "BertModel" else "bert."
+    return BertConfig(vocab_size=c.vocab_size, block_size=c.max_position_embeddings,
+                      type_vocab_size=c.type_vocab_size, num_layers=c.num_hidden_layers,
+                      num_heads=c.num_attention_heads, d_model=c.hidden_size, d_ff=c.intermediate_size,
+                      dropout=c.hidden_dropout_prob, attention_dropout=c.attention_probs_dropout_prob,
+                      layer_norm_eps=c.layer_norm_eps, pad_id=c.pad_token_id,
+                      pooler=prefix + "pooler.dense.weight" in state,
+                      mlm_head="cls.predictions.transform.dense.weight" in state,
+                      nsp_head="cls.seq_relationship.weight" in state)
+
+
+def _config_hint(key: str) -> str:
+    """Which BertConfig field sets the shape of the parameter ``key``."""
+    if key.startswith("tok_emb") or key.startswith("mlm.decoder"):
+        return "vocab_size or d_model differ"
+    if key.startswith("pos_emb"):
+        return "block_size or d_model differ"
+    if key.startswith("seg_emb"):
+        return "type_vocab_size or d_model differ"
+    if key.endswith(("fc.weight", "fc.bias", "proj.weight")):
+        return "d_ff or d_model differ"
+    return "d_model differs"
+
+
+__all__ = ["Bert", "BertConfig", "BertOutput", "EncoderLayer", "MaskedLMHead", "HF_BERT_NAMES"]
