@@ -5,8 +5,12 @@ import math
 import pytest
 import torch
 
-from lmlib.models.positional import (LearnedPositionalEncoding, SinusoidalPositionalEncoding, position_similarity,
-                              sinusoidal_encoding)
+from lmlib.models.positional import (
+    LearnedPositionalEncoding,
+    SinusoidalPositionalEncoding,
+    position_similarity,
+    sinusoidal_encoding,
+)
 
 
 def test_sinusoid_matches_formula_entry_by_entry():

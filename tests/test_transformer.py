@@ -7,7 +7,14 @@ import torch
 from torch import nn
 
 from lmlib.models.multihead import causal_mask, padding_mask
-from lmlib.models.transformer import DecoderLayer, EncoderLayer, Transformer, TransformerConfig, noam_schedule, translate
+from lmlib.models.transformer import (
+    DecoderLayer,
+    EncoderLayer,
+    Transformer,
+    TransformerConfig,
+    noam_schedule,
+    translate,
+)
 from lmlib.training.objectives import translation_loss
 
 D, H, FF = 16, 4, 32

@@ -2,8 +2,6 @@
 discriminative rates, gradual unfreezing, vocabulary extension, and the shipped checkpoint."""
 
 import json
-import shutil
-from pathlib import Path
 
 import pytest
 import torch
