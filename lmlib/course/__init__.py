@@ -1,1 +1,2 @@
-"""What the notebooks need on top of the library: presets, plots, exercises, the perplexity leaderboard."""
+"""What the notebooks need on top of the library: presets, plots and figures, exercises, the perplexity
+leaderboard, the committed benchmark results and the readings computed from a run."""
