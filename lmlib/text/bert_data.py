@@ -1,0 +1,237 @@
+"""Pre-training data for BERT (Devlin et al. 2019, "BERT: Pre-training of Deep Bidirectional Transformers for
+Language Understanding", §3.1 and Appendix A.1): sentence pairs for next sentence prediction, and masked tokens
+for the masked language model.
+
+The path from text to a batch, one pure step each:
+
+1. :func:`sentence_pairs`: documents (lists of sentences of token ids) -> pairs (A, B, is_next). "When choosing
+   the sentences A and B for each pre-training example, 50% of the time B is the actual next sentence that
+   follows A (labeled as IsNext), and 50% of the time it is a random sentence from the corpus (labeled as
+   NotNext)." Here the random sentence always comes from another document.
+2. :func:`truncate_pair` and :func:`encode_pair`: ``[CLS] A [SEP] B [SEP]`` with segment ids 0 (for [CLS], A
+   and the first [SEP]) and 1 (B and the last [SEP]), cut to a maximum length.
+3. :func:`mask_tokens`: "we mask 15% of all WordPiece tokens in each sequence at random"; a chosen token is
+   replaced by [MASK] 80% of the time, by a random token 10% of the time, and left unchanged 10% of the time,
+   and the model predicts the original token at every chosen position.
+4. :func:`pretraining_batch` does 2 and 3 for a list of pairs and pads them into tensors for
+   :class:`lmlib.models.bert.Bert`.
+
+Labels follow ``transformers``: the MLM label is the original id at chosen positions and ``IGNORE_INDEX``
+(-100, what ``F.cross_entropy`` skips by default) elsewhere; the NSP label is 0 for IsNext and 1 for NotNext.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import torch
+
+from .tokenizers import SPECIAL_TOKENS
+
+IGNORE_INDEX = -100  # MLM label of a position that is not predicted
+IS_NEXT, NOT_NEXT = 0, 1  # NSP labels, as in the released checkpoints
+# What mask_tokens did at each position (the `how` tensor).
+NOT_CHOSEN, MASKED, RANDOM, UNCHANGED = 0, 1, 2, 3
+
+
+@dataclass(frozen=True)
+class SpecialIds:
+    """The ids of BERT's five special tokens in one vocabulary."""
+
+    pad: int
+    unk: int
+    cls: int
+    sep: int
+    mask: int
+
+    @classmethod
+    def from_tokenizer(cls, tokenizer) -> SpecialIds:
+        """The ids in a tokenizer with ``token_to_id`` (lmlib's :class:`~lmlib.text.tokenizers.WordPiece`),
+        spelled as in ``SPECIAL_TOKENS["wordpiece"]``."""
+        return cls(**{role: tokenizer.token_to_id(token) for role, token in SPECIAL_TOKENS["wordpiece"].items()})
+
+    def all(self) -> tuple[int, ...]:
+        return (self.pad, self.unk, self.cls, self.sep, self.mask)
+
+
+@dataclass(frozen=True)
+class SentencePair:
+    """Sentence A, sentence B (token ids) and whether B is A's next sentence in the same document."""
+
+    a: list[int]
+    b: list[int]
+    is_next: bool
+
+    @property
+    def nsp_label(self) -> int:
+        return IS_NEXT if self.is_next else NOT_NEXT
+
+
+def sentence_pairs(documents: Sequence[Sequence[Sequence[int]]], seed: int = 0,
+                   next_prob: float = 0.5) -> list[SentencePair]:
+    """One pair per pair of adjacent sentences in each document: A is sentence i; with probability ``next_prob``
+    B is sentence i+1 of the same document (IsNext), otherwise a sentence drawn uniformly from a document drawn
+    uniformly among the other documents (NotNext). ``seed`` makes the draws repeatable.
+
+    Simpler than the released pre-processing, which packs several sentences into each segment up to a target
+    length: here a segment is one sentence. A document with one sentence gives no pair of its own but can
+    supply random B's.
+    """
+    if not 0.0 < next_prob < 1.0:
+        raise ValueError(f"next_prob must be in (0, 1) (BERT uses 0.5), got {next_prob!r}")
+    documents = [list(doc) for doc in documents]
+    for d, doc in enumerate(documents):
+        for s, sentence in enumerate(doc):
+            if len(sentence) == 0:
+                raise ValueError(f"sentence {s} of document {d} is empty; drop empty sentences first")
+    usable = [d for d, doc in enumerate(documents) if doc]
+    if len(usable) < 2:
+        raise ValueError(f"{len(usable)} non-empty document(s): a NotNext sentence comes from another document, "
+                         f"so give at least two")
+    if not any(len(doc) >= 2 for doc in documents):
+        raise ValueError("no document has two sentences, so there is no true next sentence; split the documents "
+                         "into sentences first")
+    rng = random.Random(seed)
+    pairs = []
+    for d, doc in enumerate(documents):
+        for i in range(len(doc) - 1):
+            if rng.random() < next_prob:
+                pairs.append(SentencePair(list(doc[i]), list(doc[i + 1]), True))
+            else:
+                other = rng.choice(usable[:usable.index(d)] + usable[usable.index(d) + 1:])
+                pairs.append(SentencePair(list(doc[i]), list(rng.choice(documents[other])), False))
+    return pairs
+
+
+def truncate_pair(a: Sequence[int], b: Sequence[int], max_len: int) -> tuple[list[int], list[int]]:
+    """Cut A and B so that ``[CLS] A [SEP] B [SEP]`` fits in ``max_len`` positions: while len(A) + len(B) >
+    max_len − 3, drop the last token of the longer one (of B when they are equally long), as the released
+    ``truncate_seq_pair`` does (which drops from the front or the back at random). Both keep at least one token.
+    """
+    if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 5:
+        raise ValueError(f"max_len={max_len!r} leaves no room for a pair: [CLS] A [SEP] B [SEP] needs 3 special "
+                         f"tokens and at least one token of each sentence, so max_len must be >= 5")
+    if len(a) == 0 or len(b) == 0:
+        raise ValueError(f"both sentences need at least one token, got lengths {len(a)} and {len(b)}")
+    a, b = list(a), list(b)
+    while len(a) + len(b) > max_len - 3:
+        (a if len(a) > len(b) else b).pop()
+    return a, b
+
+
+def encode_pair(a: Sequence[int], b: Sequence[int], specials: SpecialIds,
+                max_len: int) -> tuple[list[int], list[int]]:
+    """``([CLS] A [SEP] B [SEP], segment ids)`` after :func:`truncate_pair`; segment 0 covers [CLS], A and the
+    first [SEP], segment 1 covers B and the last [SEP]."""
+    a, b = truncate_pair(a, b, max_len)
+    ids = [specials.cls, *a, specials.sep, *b, specials.sep]
+    segments = [0] * (len(a) + 2) + [1] * (len(b) + 1)
+    return ids, segments
+
+
+class MaskedTokens(NamedTuple):
+    """The result of :func:`mask_tokens`: the corrupted ``input_ids``, the MLM ``labels`` (original id where
+    chosen, ``IGNORE_INDEX`` elsewhere) and ``how`` each position was treated (``NOT_CHOSEN``, ``MASKED``,
+    ``RANDOM``, ``UNCHANGED``), all shaped like the input."""
+
+    input_ids: torch.Tensor
+    labels: torch.Tensor
+    how: torch.Tensor
+
+
+def mask_tokens(input_ids: torch.Tensor, specials: SpecialIds, vocab_size: int,
+                attention_mask: torch.Tensor | None = None, mask_rate: float = 0.15,
+                generator: torch.Generator | None = None) -> MaskedTokens:
+    """BERT's masking (§3.1, Task #1): each maskable position is chosen independently with probability
+    ``mask_rate`` (15%); a chosen token becomes [MASK] with probability 0.8, a random token with probability
+    0.1, and stays itself with probability 0.1. The labels hold the original token at chosen positions.
+
+    Maskable means: not one of the five special tokens and not padding (``attention_mask`` 0). Random tokens
+    are drawn uniformly from the vocabulary without the special tokens (they may equal the original token, as
+    in BERT). The released code picks exactly round(15% · n) positions per sequence instead of deciding each
+    position on its own; the expected share is the same.
+    """
+    _check_masking_inputs(input_ids, specials, vocab_size, attention_mask, mask_rate)
+    special = torch.tensor(specials.all(), device=input_ids.device)
+    maskable = ~torch.isin(input_ids, special)  # (B, T)
+    if attention_mask is not None:
+        maskable &= attention_mask.bool()
+    chosen = maskable & (torch.rand(input_ids.shape, generator=generator) < mask_rate).to(input_ids.device)
+    u = torch.rand(input_ids.shape, generator=generator).to(input_ids.device)  # which of the three treatments
+    how = torch.full_like(input_ids, NOT_CHOSEN, dtype=torch.int8)
+    how[chosen & (u < 0.8)] = MASKED
+    how[chosen & (u >= 0.8) & (u < 0.9)] = RANDOM
+    how[chosen & (u >= 0.9)] = UNCHANGED
+    ordinary = torch.ones(vocab_size, dtype=torch.bool)
+    ordinary[list(specials.all())] = False
+    candidates = ordinary.nonzero().squeeze(1).to(input_ids.device)  # ids a random replacement may take
+    drawn = candidates[torch.randint(len(candidates), input_ids.shape, generator=generator).to(input_ids.device)]
+    corrupted = torch.where(how == MASKED, torch.full_like(input_ids, specials.mask), input_ids)
+    corrupted = torch.where(how == RANDOM, drawn, corrupted)
+    labels = torch.where(chosen, input_ids, torch.full_like(input_ids, IGNORE_INDEX))
+    return MaskedTokens(corrupted, labels, how)
+
+
+def _check_masking_inputs(input_ids, specials, vocab_size, attention_mask, mask_rate) -> None:
+    if isinstance(mask_rate, bool) or not isinstance(mask_rate, (int, float)) or not 0.0 < mask_rate < 1.0:
+        raise ValueError(f"mask_rate must be in (0, 1) (BERT uses 0.15), got {mask_rate!r}")
+    if not isinstance(input_ids, torch.Tensor) or input_ids.is_floating_point() or input_ids.dtype == torch.bool:
+        raise ValueError("input_ids must be an integer tensor of token ids")
+    if not isinstance(specials, SpecialIds):
+        raise TypeError(f"specials must be a SpecialIds (e.g. SpecialIds.from_tokenizer(tokenizer)), got "
+                        f"{type(specials).__name__}")
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size <= len(set(specials.all())):
+        raise ValueError(f"vocab_size={vocab_size!r} must be an int larger than the number of special tokens "
+                         f"({len(set(specials.all()))}): random replacements are drawn from the other ids")
+    bad = [i for i in specials.all() if not 0 <= i < vocab_size]
+    if bad:
+        raise ValueError(f"special ids {bad} are outside the vocabulary of {vocab_size}; take them from the "
+                         f"tokenizer (SpecialIds.from_tokenizer)")
+    if input_ids.numel() and (int(input_ids.min()) < 0 or int(input_ids.max()) >= vocab_size):
+        raise ValueError(f"input_ids holds ids from {int(input_ids.min())} to {int(input_ids.max())}, outside the "
+                         f"vocabulary of {vocab_size}; encode the text with the tokenizer of this vocabulary")
+    if attention_mask is not None and (not isinstance(attention_mask, torch.Tensor)
+                                       or attention_mask.shape != input_ids.shape):
+        raise ValueError("attention_mask must be a tensor shaped like input_ids (1 = real token, 0 = padding)")
+
+
+@dataclass
+class PretrainingBatch:
+    """Padded tensors for one pre-training step: ``input_ids`` (after masking), ``segment_ids`` and
+    ``attention_mask`` (batch, seq) go to :class:`~lmlib.models.bert.Bert`; ``mlm_labels`` (batch, seq) and
+    ``nsp_labels`` (batch,) to the losses; ``how`` records :func:`mask_tokens`' choices."""
+
+    input_ids: torch.Tensor
+    segment_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    mlm_labels: torch.Tensor
+    nsp_labels: torch.Tensor
+    how: torch.Tensor
+
+
+def pretraining_batch(pairs: Sequence[SentencePair], specials: SpecialIds, vocab_size: int, max_len: int,
+                      mask_rate: float = 0.15, generator: torch.Generator | None = None) -> PretrainingBatch:
+    """Encode each pair (:func:`encode_pair`, at most ``max_len`` tokens), pad the rows with [PAD] to the longest,
+    and mask them (:func:`mask_tokens`)."""
+    if len(pairs) == 0:
+        raise ValueError("pretraining_batch needs at least one pair")
+    encoded = [encode_pair(p.a, p.b, specials, max_len) for p in pairs]
+    width = max(len(ids) for ids, _ in encoded)
+    input_ids = torch.full((len(pairs), width), specials.pad, dtype=torch.long)
+    segment_ids = torch.zeros((len(pairs), width), dtype=torch.long)
+    attention_mask = torch.zeros((len(pairs), width), dtype=torch.long)
+    for row, (ids, segments) in enumerate(encoded):
+        input_ids[row, :len(ids)] = torch.tensor(ids)
+        segment_ids[row, :len(ids)] = torch.tensor(segments)
+        attention_mask[row, :len(ids)] = 1
+    masked = mask_tokens(input_ids, specials, vocab_size, attention_mask, mask_rate, generator)
+    nsp_labels = torch.tensor([p.nsp_label for p in pairs], dtype=torch.long)
+    return PretrainingBatch(masked.input_ids, segment_ids, attention_mask, masked.labels, nsp_labels, masked.how)
+
+
+__all__ = ["IGNORE_INDEX", "IS_NEXT", "NOT_NEXT", "NOT_CHOSEN", "MASKED", "RANDOM", "UNCHANGED", "SpecialIds",
+           "SentencePair", "sentence_pairs", "truncate_pair", "encode_pair", "MaskedTokens", "mask_tokens",
+           "PretrainingBatch", "pretraining_batch"]
