@@ -35,6 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..runtime import eval_mode
 from ..text.vocab import check_ids_in_range
 from .multihead import causal_mask, scaled_dot_product_attention
 from .positional import LearnedPositionalEncoding
@@ -491,9 +492,7 @@ def generate(model: GPT, idx: torch.Tensor, max_new_tokens: int, temperature: fl
     if seed is not None:
         generator = torch.Generator(device=idx.device).manual_seed(seed)
     block_size = model.config.block_size
-    was_training = model.training
-    model.eval()
-    try:
+    with eval_mode(model):
         cache = None
         for _ in range(max_new_tokens):
             if not use_cache:
@@ -514,8 +513,6 @@ def generate(model: GPT, idx: torch.Tensor, max_new_tokens: int, temperature: fl
                     logits = top_p_filter(logits, top_p)
                 next_id = torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator)  # (B, 1)
             idx = torch.cat([idx, next_id], dim=1)  # (B, T+1)
-    finally:
-        model.train(was_training)
     return idx
 
 
