@@ -106,6 +106,7 @@ class LabServer:
         cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser",
                "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={self.port}", "--ServerApp.port_retries=0",
                "--IdentityProvider.token=", "--ServerApp.password=", "--ServerApp.terminals_enabled=False",
+               "--ServerApp.disable_check_xsrf=True",   # lets the test shut kernels down through the REST API
                f"--ServerApp.root_dir={root}",
                f"--LabApp.app_settings_dir={settings}", f"--LabApp.user_settings_dir={tmp / 'user-settings'}",
                f"--LabApp.workspaces_dir={tmp / 'workspaces'}", "--LabApp.expose_app_in_browser=True",
@@ -132,14 +133,23 @@ class LabServer:
         return json.loads(body) if body else {}
 
     def shutdown_kernels(self) -> None:
-        with contextlib.suppress(OSError):
-            for session in self.api("GET", "/api/sessions"):
-                self.api("DELETE", f"/api/sessions/{session['id']}")
-            for kernel in self.api("GET", "/api/kernels"):
-                self.api("DELETE", f"/api/kernels/{kernel['id']}")
+        """Shut every session and kernel down, and wait until no kernel process is left."""
+        for session in self.api("GET", "/api/sessions"):
+            self.api("DELETE", f"/api/sessions/{session['id']}")
+        for kernel in self.api("GET", "/api/kernels"):
+            self.api("DELETE", f"/api/kernels/{kernel['id']}")
+        import psutil
+
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            with contextlib.suppress(psutil.Error):
+                if not any("ipykernel" in " ".join(c.cmdline()) for c in psutil.Process(self.proc.pid).children()):
+                    return
+            time.sleep(0.2)
 
     def stop(self) -> None:
-        self.shutdown_kernels()
+        with contextlib.suppress(OSError):
+            self.shutdown_kernels()
         self.proc.terminate()
         try:
             self.proc.wait(20)
@@ -150,20 +160,33 @@ class LabServer:
 
 
 class MemoryMonitor:
-    """Peak RSS (bytes) of every process below the server (the kernel and anything it starts), polled every 0.2 s."""
+    """Peak RSS (bytes) of the notebook's kernel and the processes it starts, polled every 0.2 s.
+
+    Set `kernel_id` once the kernel is known: only the server's child whose command line names that kernel's
+    connection file is counted (with its children); until then every kernel below the server is.
+    """
 
     def __init__(self, server_pid: int):
         import psutil
 
         self._psutil, self._server = psutil, psutil.Process(server_pid)
+        self.kernel_id: str | None = None
         self.peak, self.at_peak, self._stop = 0, [], threading.Event()
+
+    def _kernel_processes(self):
+        for child in self._server.children():
+            with contextlib.suppress(self._psutil.Error):
+                cmd = " ".join(child.cmdline())
+                if "ipykernel" in cmd and (self.kernel_id is None or self.kernel_id in cmd):
+                    yield child
+                    yield from child.children(recursive=True)
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         while not self._stop.is_set():
             total, seen = 0, []
             with contextlib.suppress(self._psutil.Error):
-                for child in self._server.children(recursive=True):
+                for child in self._kernel_processes():
                     with contextlib.suppress(self._psutil.Error):
                         rss = child.memory_info().rss
                         total += rss
@@ -283,7 +306,9 @@ JS_INSPECT = r"""() => {
   return out;
 }"""
 
-# The interactive views: top-level widgets that hold an Output widget and at least one control.
+# The interactive views: top-level widgets with at least one control, and what they drive: the Output widgets
+# inside them (interact, interactive_output in a VBox), or else the cell's other outputs (controls that update
+# display handles with `observe`).
 JS_MARK_VIEWS = r"""() => {
   const panel = window.jupyterapp.shell.currentWidget;
   const cells = Array.from(panel.node.querySelectorAll('.jp-Notebook .jp-Cell'));
@@ -305,7 +330,11 @@ JS_MARK_VIEWS = r"""() => {
       buttons: Array.from(widget.querySelectorAll('button.jupyter-button')).map(b => b.textContent.trim()),
       texts: widget.querySelectorAll('input, select, textarea').length,
     };
-    views.push({id, cell: cells.indexOf(cell), outputs: widget.querySelectorAll('.widget-output').length, ...controls});
+    const own = widget.querySelectorAll('.widget-output').length;
+    const beside = Array.from(cell.querySelectorAll('.jp-OutputArea-output'))
+      .filter(o => !o.parentElement.closest('.jp-OutputArea-output') && !o.querySelector('.jupyter-widgets')).length;
+    views.push({id, cell: cells.indexOf(cell), outputs: own || beside, drives: own ? 'its Output widget' : 'the cell\'s outputs',
+                ...controls});
   }
   return views;
 }"""
@@ -313,7 +342,12 @@ JS_MARK_VIEWS = r"""() => {
 JS_VIEW_STATE = r"""(id) => {
   const root = document.querySelector(`[data-lab-test-view="${id}"]`);
   if (!root) return null;
-  const outputs = Array.from(root.querySelectorAll('.widget-output'));
+  let outputs = Array.from(root.querySelectorAll('.widget-output'));
+  if (!outputs.length) {
+    const cell = root.closest('.jp-Cell');
+    outputs = Array.from(cell.querySelectorAll('.jp-OutputArea-output'))
+      .filter(o => !o.parentElement.closest('.jp-OutputArea-output') && !o.querySelector('.jupyter-widgets'));
+  }
   let h = 0, text = '';
   const mix = s => { for (let i = 0; i < s.length; i++) h = (h * 31 + s.charCodeAt(i)) | 0; };
   const texts = [];
@@ -329,11 +363,13 @@ JS_VIEW_STATE = r"""(id) => {
     texts.push(t);
     text += t;
   }
-  const nonEmpty = outputs.map(o => o.querySelectorAll('.jp-OutputArea-output').length > 0 &&
-                                     (o.innerText.trim().length > 0 || !!o.querySelector('.js-plotly-plot, svg, img, canvas')));
-  const plots = Array.from(root.querySelectorAll('.widget-output .js-plotly-plot')).map(p => {
+  const drawn = o => o.innerText.trim().length > 0 || !!o.querySelector('.js-plotly-plot, svg, img, canvas');
+  const nonEmpty = outputs.map(o => o.classList.contains('widget-output')
+    ? o.querySelectorAll('.jp-OutputArea-output').length > 0 && drawn(o) : drawn(o));
+  const plots = outputs.flatMap(o => Array.from(o.querySelectorAll('.js-plotly-plot'))).map(p => {
     const r = p.getBoundingClientRect(); return [r.width, r.height]; });
-  const stderr = Array.from(root.querySelectorAll('[data-mime-type="application/vnd.jupyter.stderr"]'))
+  const stderr = [root, ...outputs].flatMap(o => Array.from(o.querySelectorAll('[data-mime-type="application/vnd.jupyter.stderr"]')))
+    .concat(outputs.filter(o => o.getAttribute('data-mime-type') === 'application/vnd.jupyter.stderr'))
     .map(e => e.innerText.slice(-3000));
   return {hash: h, nonEmpty, texts, plots, stderr};
 }"""
@@ -558,7 +594,8 @@ def _check_view_state(state: dict, label: str, report: Report) -> None:
             report.add(label, f"figure in the view has size {w:.0f}x{h:.0f} px (not drawn)")
 
 
-def _exercise_views(page, report: Report, shots: Path) -> None:
+def _exercise_views(page, report: Report, shots: Path) -> set[int]:
+    """Move every slider and press every button of every interactive view; returns the cells that hold views."""
     views = page.evaluate(JS_MARK_VIEWS)
     report.widget_views = len(views)
     for number, view in enumerate(views):
@@ -572,8 +609,8 @@ def _exercise_views(page, report: Report, shots: Path) -> None:
         if view["outputs"]:
             state = page.evaluate(JS_VIEW_STATE, view["id"])
             if not all(state["nonEmpty"]):
-                report.add(label, "the interactive view's output is empty after Run All (a figure returned but "
-                                  "never displayed, or a callback that failed silently?)")
+                report.add(label, f"the interactive view's output ({view['drives']}) is empty after Run All "
+                                  "(a figure returned but never displayed, or a callback that failed silently?)")
             _check_view_state(state, label, report)
         if interactive:
             controls = [("slider", i, name) for i, name in enumerate(view["sliders"])]
@@ -600,11 +637,14 @@ def _exercise_views(page, report: Report, shots: Path) -> None:
                 _check_view_state(state, f"{label}, after moving {what}" if kind == "slider"
                                   else f"{label}, after pressing {what}", report)
         path = shots / f"cell{view['cell']:02d}_widget{number + 1}.png"
+        # The widget with what it drives: its own Output widget, or the whole output area of its cell.
+        target = root if view["drives"] == "its Output widget" or not interactive else \
+            page.locator(".jp-Notebook .jp-Cell").nth(view["cell"]).locator(".jp-Cell-outputArea")
         with contextlib.suppress(Exception):
-            root.scroll_into_view_if_needed(timeout=5000)
-            root.screenshot(path=str(path), timeout=15000)
-            report.screenshots.append(str(path.relative_to(shots.parent.parent)) if shots.parent.parent in path.parents
-                                      else str(path))
+            target.scroll_into_view_if_needed(timeout=5000)
+            target.screenshot(path=str(path), timeout=15000)
+            report.screenshots.append(f"{shots.name}/{path.name}")
+    return {view["cell"] for view in views}
 
 
 class LabPage:
@@ -662,7 +702,7 @@ class LabPage:
                 self.page.keyboard.press("Escape")
 
 
-def open_and_run(lab_page: LabPage, notebook: str, shots: Path) -> Report:
+def open_and_run(lab_page: LabPage, notebook: str, shots: Path, memory: MemoryMonitor) -> Report:
     """Open notebooks/<notebook> in JupyterLab, Run All, check everything; returns the report."""
     report = Report(notebook)
     lab_page.report = report
@@ -670,7 +710,7 @@ def open_and_run(lab_page: LabPage, notebook: str, shots: Path) -> Report:
     shots.mkdir(parents=True, exist_ok=True)
     try:
         start = time.perf_counter()
-        page.evaluate("(path) => window.jupyterapp.commands.execute('docmanager:open', {path})",
+        page.evaluate("(path) => window.jupyterapp.commands.execute('docmanager:open', {path}).then(() => true)",
                       f"notebooks/{notebook}")
         state, deadline = None, time.time() + 90
         while time.time() < deadline:
@@ -688,6 +728,7 @@ def open_and_run(lab_page: LabPage, notebook: str, shots: Path) -> Report:
         page.wait_for_timeout(1000)   # let anything that edits the document on load do so
         state = page.evaluate(JS_READY)
         report.open_s = round(time.perf_counter() - start, 1)
+        memory.kernel_id = page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.id")
         report.dirty_on_open = bool(state["dirty"])
         if state["dirty"]:
             changes = changes_on_open(json.loads((server.root / "notebooks" / notebook).read_text(encoding="utf-8")),
@@ -727,12 +768,11 @@ def open_and_run(lab_page: LabPage, notebook: str, shots: Path) -> Report:
                                      f"(needs {item['need']} px, has {item['room']} px)")
 
         wstart = time.perf_counter()
-        _exercise_views(page, report, shots)
+        view_cells = _exercise_views(page, report, shots)
         # Figures redrawn by the widgets: sizes, axes and titles again.
         for plot in page.evaluate(JS_INSPECT)["plots"]:
-            if plot["inWidget"]:
-                _check_plot(plot, f"{_where(plot)}, figure {plot['index'] + 1} (in a widget, after the controls moved)",
-                            report)
+            if plot["inWidget"] or plot["cell"] in view_cells:
+                _check_plot(plot, f"{_where(plot)}, figure {plot['index'] + 1} (after the controls moved)", report)
         report.widgets_s = round(time.perf_counter() - wstart, 1)
     finally:
         lab_page.close_notebook()

@@ -125,7 +125,7 @@ def test_notebook_in_jupyterlab(notebook, lab, lab_page):
     lab.shutdown_kernels()
     started = time.perf_counter()
     with MemoryMonitor(lab.proc.pid) as memory:
-        report = open_and_run(lab_page, notebook, ARTIFACTS / Path(notebook).stem)
+        report = open_and_run(lab_page, notebook, ARTIFACTS / Path(notebook).stem, memory)
     lab.shutdown_kernels()
     report.peak_rss_mb = round(memory.peak / 2**20)
     problems += report.problems
