@@ -172,6 +172,7 @@ class MemoryMonitor:
         self._psutil, self._server = psutil, psutil.Process(server_pid)
         self.kernel_id: str | None = None
         self.peak, self.at_peak, self._stop = 0, [], threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _kernel_processes(self):
         for child in self._server.children():
@@ -180,7 +181,6 @@ class MemoryMonitor:
                 if "ipykernel" in cmd and (self.kernel_id is None or self.kernel_id in cmd):
                     yield child
                     yield from child.children(recursive=True)
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         while not self._stop.is_set():
