@@ -113,40 +113,50 @@ def _labels_to_match(rows: Sequence[Mapping], target: float) -> int | None:
     return next((r["n_labels"] for r in sorted(rows, key=lambda r: r["n_labels"]) if r["accuracy"] >= target), None)
 
 
+_CURVE_DATASETS = (("rt-polarity", "held-out rt-polarity"), ("sst2", "SST-2 dev"))
+
+
+def _match_line(rows: Sequence[Mapping], dataset: str, name: str, fewest: int) -> str:
+    """How many labels from scratch needs to reach ULMFiT's accuracy with the ``fewest`` on ``dataset``."""
+    scratch_rows = [r for r in rows if r["method"] == "from scratch" and r["dataset"] == dataset]
+    ulm = next(r for r in rows if r["method"] == "ULMFiT" and r["dataset"] == dataset and r["n_labels"] == fewest)
+    needed = _labels_to_match(scratch_rows, ulm["accuracy"])
+    most = max(r["n_labels"] for r in scratch_rows)
+    if needed is None:
+        verdict = f"from scratch never reaches it, not even with all {most:,} labels"
+    elif needed <= fewest:
+        verdict = f"from scratch matches it with the same {needed:,} labels, so pretraining bought nothing here"
+    else:
+        verdict = f"from scratch needs {needed:,} labels ({needed / fewest:.0f}× as many) to match it"
+    return f"- {name}: ULMFiT with {fewest} labels scores {ulm['accuracy']:.1%}; {verdict}."
+
+
+def _gap_line(ulmfit: Sequence[Mapping], scratch: Mapping, dataset: str, name: str) -> str:
+    """ULMFiT minus from scratch at each label count, * where the gap exceeds two standard errors."""
+    cells = []
+    for r in sorted((r for r in ulmfit if r["dataset"] == dataset), key=lambda r: r["n_labels"]):
+        gap = r["accuracy"] - scratch[dataset, r["n_labels"]]
+        cells.append(f"{r['n_labels']:,}: {100 * gap:+.1f}{'*' if abs(gap) > 2 * math.sqrt(0.5 / r['n_test']) else ''}")
+    return f"- {name}: " + ", ".join(cells)
+
+
 def ulmfit_curve_reading(rows: Sequence[Mapping], pretrained: Mapping, unigram_test_ppl: float) -> str:
     """The labelled-examples curve of notebook 07 read the paper's way (Howard & Ruder 2018, fig. 3): how many
     labels training from scratch needs to match ULMFiT with the fewest, the gap at every label count (marked
     where it exceeds two standard errors), and what the result rests on. ``rows`` are the committed curve's
     results (method, dataset, n_labels, accuracy, n_test), ``pretrained`` its record of the LM checkpoint."""
-    datasets = (("rt-polarity", "held-out rt-polarity"), ("sst2", "SST-2 dev"))
     scratch = {(r["dataset"], r["n_labels"]): r["accuracy"] for r in rows if r["method"] == "from scratch"}
     ulmfit = [r for r in rows if r["method"] == "ULMFiT"]
     fewest = min(r["n_labels"] for r in ulmfit)
     lines = ["**Reading the curve.** Howard & Ruder (2018, fig. 3) report that ULMFiT with 100 labelled examples "
              "matches training from scratch with 10 to 20 times more. In these runs:", ""]
-    for dataset, name in datasets:
-        scratch_rows = [r for r in rows if r["method"] == "from scratch" and r["dataset"] == dataset]
-        ulm = next(r for r in ulmfit if r["dataset"] == dataset and r["n_labels"] == fewest)
-        needed = _labels_to_match(scratch_rows, ulm["accuracy"])
-        most = max(r["n_labels"] for r in scratch_rows)
-        if needed is None:
-            verdict = f"from scratch never reaches it, not even with all {most:,} labels"
-        elif needed <= fewest:
-            verdict = f"from scratch matches it with the same {needed:,} labels, so pretraining bought nothing here"
-        else:
-            verdict = f"from scratch needs {needed:,} labels ({needed / fewest:.0f}× as many) to match it"
-        lines.append(f"- {name}: ULMFiT with {fewest} labels scores {ulm['accuracy']:.1%}; {verdict}.")
+    lines += [_match_line(rows, dataset, name, fewest) for dataset, name in _CURVE_DATASETS]
     lines += ["", "Label count by label count (ULMFiT minus from scratch, in accuracy points; * = more than two "
               "standard errors):", ""]
-    for dataset, name in datasets:
-        cells = []
-        for r in sorted((r for r in ulmfit if r["dataset"] == dataset), key=lambda r: r["n_labels"]):
-            gap = r["accuracy"] - scratch[dataset, r["n_labels"]]
-            cells.append(f"{r['n_labels']:,}: {100 * gap:+.1f}{'*' if abs(gap) > 2 * math.sqrt(0.5 / r['n_test']) else ''}")
-        lines.append(f"- {name}: " + ", ".join(cells))
+    lines += [_gap_line(ulmfit, scratch, dataset, name) for dataset, name in _CURVE_DATASETS]
     everything = max(r["n_labels"] for r in ulmfit)
     # "clearly behind": by more than two standard errors of the smaller test set, SST-2 dev's 872 sentences
-    behind = [d for d, _ in datasets if scratch[d, everything] - next(
+    behind = [d for d, _ in _CURVE_DATASETS if scratch[d, everything] - next(
         r["accuracy"] for r in ulmfit if r["dataset"] == d and r["n_labels"] == everything) > 2 * math.sqrt(0.5 / 872)]
     if behind:
         lines += ["", f"With all {everything:,} labels ULMFiT ends clearly behind. One likely reason, not tested here: "
