@@ -89,11 +89,11 @@ class NNLM(nn.Module):
 
     def forward(self, context: torch.Tensor) -> torch.Tensor:
         """y = b + W x + U tanh(d + H x): ``(batch, n-1)`` -> unnormalised log-probabilities ``(batch, |V|)``."""
-        x = self.features(context)
-        a = torch.tanh(F.linear(x, self.H, self.d))
-        y = F.linear(a, self.U, self.b)
+        x = self.features(context)  # (batch, (n-1)·m)
+        a = torch.tanh(F.linear(x, self.H, self.d))  # tanh(d + H x): (batch, h)
+        y = F.linear(a, self.U, self.b)  # b + U a: (batch, |V|)
         if self.W is not None:
-            y = y + F.linear(x, self.W)
+            y = y + F.linear(x, self.W)  # + W x, the direct connections
         return y
 
 

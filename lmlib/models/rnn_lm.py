@@ -56,6 +56,13 @@ class RNNLMConfig:
             raise ValueError(f"init_range must be positive, got {self.init_range}")
 
 
+def _check_ids(x: torch.Tensor) -> None:
+    if x.dim() != 2:
+        raise ValueError(f"expected token ids (batch, time), got shape {tuple(x.shape)}")
+    if x.dtype != torch.long:
+        raise ValueError(f"token ids must be integers (torch.long), got {x.dtype}")
+
+
 class RNNLM(nn.Module):
     """``model(x, state=None) -> (logits, state)``: x ``(batch, time)`` ids, logits ``(batch, time, vocab)``.
 
@@ -76,12 +83,9 @@ class RNNLM(nn.Module):
             nn.init.uniform_(p, -c.init_range, c.init_range)
 
     def forward(self, x: torch.Tensor, state=None):
-        if x.dim() != 2:
-            raise ValueError(f"expected token ids (batch, time), got shape {tuple(x.shape)}")
-        if x.dtype != torch.long:
-            raise ValueError(f"token ids must be integers (torch.long), got {x.dtype}")
-        H, state = self.rnn(self.drop(self.embedding(x)), state)
-        return self.decoder(self.drop(H)), state
+        _check_ids(x)
+        H, state = self.rnn(self.drop(self.embedding(x)), state)  # (batch, time, hidden)
+        return self.decoder(self.drop(H)), state  # logits (batch, time, vocab)
 
 
 def zaremba_lr_factor(epoch: int, max_epoch: int = 4, decay: float = 0.5) -> float:

@@ -76,6 +76,11 @@ class DecoderState(NamedTuple):
     encoded: Encoded
 
 
+def _check_targets(tgt_in: torch.Tensor, src: torch.Tensor) -> None:
+    if tgt_in.dim() != 2 or tgt_in.shape[0] != src.shape[0]:
+        raise ValueError(f"tgt_in must be (batch, T) with batch {src.shape[0]}, got {tuple(tgt_in.shape)}")
+
+
 class Seq2Seq(nn.Module):
     """Bidirectional-GRU encoder and GRU decoder; fixed context or attention (see module docstring)."""
 
@@ -158,10 +163,10 @@ class Seq2Seq(nn.Module):
     def _advance(self, y_prev: torch.Tensor, state: DecoderState):
         """c_i = Σ_j α_ij h_j with α_ij from a(s_{i-1}, h_j);  s_i = GRU([E y_{i-1}; c_i], s_{i-1});
         t_i = tanh(W_t [s_i; E y_{i-1}; c_i]). Returns t_i (batch, embed_size), the next state, α_i or None."""
-        emb = self.dropout(self.tgt_embed(y_prev))
-        ctx, weights = self.context(state.hidden, state.encoded)
-        s = self.decoder(torch.cat([emb, ctx], dim=-1), state.hidden)
-        t = torch.tanh(self.readout(torch.cat([s, emb, ctx], dim=-1)))
+        emb = self.dropout(self.tgt_embed(y_prev))  # E y_{i-1}: (batch, embed_size)
+        ctx, weights = self.context(state.hidden, state.encoded)  # c_i: (batch, 2·hidden), α_i: (batch, S) or None
+        s = self.decoder(torch.cat([emb, ctx], dim=-1), state.hidden)  # s_i: (batch, hidden)
+        t = torch.tanh(self.readout(torch.cat([s, emb, ctx], dim=-1)))  # t_i: (batch, embed_size)
         return self.dropout(t), DecoderState(s, state.encoded), weights
 
     def step(self, y_prev: torch.Tensor, state: DecoderState):
@@ -173,17 +178,16 @@ class Seq2Seq(nn.Module):
     def forward(self, src, src_mask, tgt_in) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Teacher forcing: log-probabilities (batch, T, V) for tgt_in (batch, T), and the attention
         weights (batch, T, S) (None for the fixed-context model)."""
-        if tgt_in.dim() != 2 or tgt_in.shape[0] != src.shape[0]:
-            raise ValueError(f"tgt_in must be (batch, T) with batch {src.shape[0]}, got {tuple(tgt_in.shape)}")
+        _check_targets(tgt_in, src)
         state = self.start(src, src_mask)
         readouts, alphas = [], []
         for i in range(tgt_in.shape[1]):
-            t, state, weights = self._advance(tgt_in[:, i], state)
+            t, state, weights = self._advance(tgt_in[:, i], state)  # t_i: (batch, embed_size)
             readouts.append(t)
             alphas.append(weights)
         # one vocabulary projection for all steps at once is much faster than one per step
-        logp = F.log_softmax(self.output(torch.stack(readouts, 1)), dim=-1)
-        return logp, (None if self.attention is None else torch.stack(alphas, 1))
+        logp = F.log_softmax(self.output(torch.stack(readouts, 1)), dim=-1)  # (batch, T, V)
+        return logp, (None if self.attention is None else torch.stack(alphas, 1))  # α: (batch, T, S)
 
 
 # -- decoding ------------------------------------------------------------------------------------------
