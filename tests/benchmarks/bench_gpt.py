@@ -24,6 +24,7 @@ Each run rewrites only its own section of tests/benchmarks/results/gpt.json.
 from __future__ import annotations
 
 import argparse
+import copy
 import datetime
 import json
 import math
@@ -94,11 +95,16 @@ def hf_pair(size: str):
                         pad_token_id=0)
     torch.manual_seed(0)
     eager = GPT2LMHeadModel(config)
+    # each model needs its own config object: the attention implementation is stored on the config
+    sdpa = GPT2LMHeadModel(copy.deepcopy(config))
     eager.set_attn_implementation("eager")
-    sdpa = GPT2LMHeadModel(config)
     sdpa.set_attn_implementation("sdpa")
     sdpa.load_state_dict(eager.state_dict())
     ours = GPT.from_hf(eager)
+    with torch.no_grad():  # eager returns attention weights; sdpa returns none
+        x = torch.zeros(1, 4, dtype=torch.long)
+        assert all(a is not None for a in eager(x, output_attentions=True).attentions), "eager is not in use"
+        assert eager.config._attn_implementation == "eager" and sdpa.config._attn_implementation == "sdpa"
     return {"lmlib": ours, "hf_eager": eager, "hf_sdpa": sdpa}
 
 
@@ -226,6 +232,7 @@ def speed() -> None:
                      "sizes": {k: dict(zip(fields, v, strict=True)) for k, v in SIZES.items()},
                      "train_rounds_and_steps_per_round": TRAIN_ROUNDS, "generation_prompt_and_new_tokens": GENERATION,
                      "optimizer": "AdamW lr 1e-4 (same for all)", "dropout": 0.0,
+                     "hf_attention": "eager and sdpa models built from separate config objects, checked before timing",
                      "timing": "median over rounds in alternating order (A B C, C B A, ...)"},
         "machine": {**machine(), "transformers": transformers.__version__},
         "load_before": load_before, "load_after": load(), "seconds": round(time.time() - started, 1),
