@@ -154,7 +154,7 @@ class MaskedLMHead(nn.Module):
 class BertOutput:
     """What :class:`Bert` returns. Heads the model lacks (see :class:`BertConfig`) give None.
 
-    ``mlm_logits`` (batch, seq, vocab); ``nsp_logits`` (batch, 2), class 0 = IsNext; ``pooled`` (batch, d_model),
+    ``mlm_logits`` (batch, seq, vocab), or (N, vocab) with ``masked_positions``; ``nsp_logits`` (batch, 2), class 0 = IsNext; ``pooled`` (batch, d_model),
     the tanh-pooled [CLS] vector; ``hidden_states``: num_layers + 1 tensors (batch, seq, d_model), the embedding
     output h_0 first, then each layer's h_l; ``attentions``: with ``return_attentions=True``, one
     (batch, heads, seq, seq) tensor per layer (the layout bertviz takes), else None.
@@ -180,6 +180,9 @@ class Bert(nn.Module):
     ``attention_mask`` is 1 (or True) at real tokens and 0 at padding, as in BERT's code and ``transformers``
     (all real when omitted). No position attends to padding; the vectors computed at padded positions mean
     nothing and should be ignored.
+
+    ``masked_positions`` (batch, seq) bool, for pre-training: run the MLM head only where it is True, so
+    ``mlm_logits`` is (N, vocab) for the N selected positions, matching ``labels[masked_positions]``.
     """
 
     def __init__(self, config: BertConfig):
@@ -257,8 +260,10 @@ class Bert(nn.Module):
         return None if real.all() else ~real
 
     def forward(self, input_ids: torch.Tensor, segment_ids: torch.Tensor | None = None,
-                attention_mask: torch.Tensor | None = None, return_attentions: bool = False) -> BertOutput:
+                attention_mask: torch.Tensor | None = None, return_attentions: bool = False,
+                masked_positions: torch.Tensor | None = None) -> BertOutput:
         padding = self._check_inputs(input_ids, segment_ids, attention_mask)  # (B, T), True = padding; or None
+        self._check_masked_positions(masked_positions, input_ids)
         T = input_ids.size(1)
         e = self.tok_emb(input_ids) + self.pos_emb.weight[:T]  # (B, T, C): E_tok[x_t] + E_pos[t]
         e = e + (self.seg_emb(segment_ids) if segment_ids is not None else self.seg_emb.weight[0])  # + E_seg[s_t]
@@ -270,12 +275,33 @@ class Bert(nn.Module):
             attentions.append(weights)
         pooled = torch.tanh(self.pooler(h[:, 0])) if self.pooler is not None else None  # (B, C): C = tanh(h_[CLS] W_p + b_p)
         return BertOutput(
-            mlm_logits=self.mlm(h) if self.mlm is not None else None,  # (B, T, V)
+            mlm_logits=self._mlm_logits(h, masked_positions),  # (B, T, V), or (N, V) at N masked positions
             nsp_logits=self.nsp(pooled) if self.nsp is not None else None,  # (B, 2)
             pooled=pooled,
             hidden_states=tuple(hidden_states),
             attentions=tuple(attentions) if return_attentions else None,
         )
+
+    def _mlm_logits(self, h: torch.Tensor, masked_positions: torch.Tensor | None) -> torch.Tensor | None:
+        """The MLM head at every position (B, T, V), or only where ``masked_positions`` is True (N, V), in the
+        order of ``labels[masked_positions]``. The loss only needs the masked positions; the released BERT
+        code gathers them before the head too, which skips most of the (…, d_model) x (d_model, V) product."""
+        if self.mlm is None:
+            return None
+        if masked_positions is None:
+            return self.mlm(h)  # (B, T, V)
+        return self.mlm(h[masked_positions])  # (N, C) -> (N, V)
+
+    def _check_masked_positions(self, masked_positions: torch.Tensor | None, input_ids: torch.Tensor) -> None:
+        if masked_positions is None:
+            return
+        if self.mlm is None:
+            raise ValueError("masked_positions selects where the MLM head runs, but this BERT has no MLM head "
+                             "(BertConfig(mlm_head=False)); leave it out")
+        if not isinstance(masked_positions, torch.Tensor) or masked_positions.dtype != torch.bool \
+                or masked_positions.shape != input_ids.shape:
+            raise ValueError(f"masked_positions must be a bool tensor shaped like input_ids "
+                             f"{tuple(input_ids.shape)}, True where the MLM logits are wanted (e.g. labels != -100)")
 
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
         """``nn.Module.load_state_dict``, but a checkpoint of another vocabulary or size says which setting
