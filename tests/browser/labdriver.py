@@ -757,9 +757,15 @@ def open_and_run(lab_page: LabPage, notebook: str, shots: Path, memory: MemoryMo
                 label = f"{_where(plot)}, figure {plot['index'] + 1}"
             _check_plot(plot, label, report)
         report.bertviz_views = len(found["bertviz"])
-        for view in found["bertviz"]:
+        for number, view in enumerate(found["bertviz"]):
             if not view["svg"] or view["drawn"] == 0:
                 report.add(_where(view), f"bertviz view {view['id']} drew nothing (no SVG content)")
+            path = shots / f"cell{view['cell']:02d}_bertviz{number + 1}.png"
+            with contextlib.suppress(Exception):
+                element = page.locator(f"#{view['id']}")
+                element.scroll_into_view_if_needed(timeout=5000)
+                element.screenshot(path=str(path), timeout=15000)
+                report.screenshots.append(f"{shots.name}/{path.name}")
         for item in found["labels"]:
             report.add(_where(item), f"widget label {item['text']!r} is cut off "
                                      f"({item['scrollWidth']} px of text in {item['clientWidth']} px)")
