@@ -352,6 +352,14 @@ def test_elmo_representations_all_top_and_mix():
     torch.testing.assert_close(every[0, ..., 8:], x)  # layer 0 is [x_k; x_k]
 
 
+def test_elmo_representations_of_empty_sentences():
+    bilm = tiny()
+    top, mask = elmo_representations(bilm, [["a"], []], "top")  # the empty one is read as <bos> <eos>
+    assert top.shape == (2, 1, 16) and mask.tolist() == [[True], [False]] and not top[1].any()
+    none, mask = elmo_representations(bilm, [[], []], "all")
+    assert none.shape == (3, 2, 0, 16) and mask.shape == (2, 0)
+
+
 def test_only_the_mix_trains_and_the_bilm_stays_frozen():
     bilm = tiny().train()
     mix = ScalarMix(3, layer_norm=True)

@@ -556,7 +556,8 @@ def elmo_representations(bilm: BiLM, words_or_char_ids, mode: str = "all",
 
     ``mode``: ``"all"`` every layer, ``(L + 1, batch, time, 2d)`` (layer 0 is [x_k; x_k]); ``"top"`` the last
     layer ``(batch, time, 2d)``; ``"mix"`` ``mix(layers, mask)`` ``(batch, time, 2d)``, with a fresh
-    ``ScalarMix(L + 1)`` (the plain average) when ``mix`` is None. Padding positions are 0 in every mode.
+    ``ScalarMix(L + 1)`` (the plain average) when ``mix`` is None. Padding positions are 0 in every mode, and an
+    empty sentence is all padding (a batch of empty sentences gives ``time`` 0).
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
