@@ -64,12 +64,12 @@ def corpus():
 
 @pytest.fixture(scope="module")
 def bpe(corpus):
-    return ByteLevelBPE.train(corpus["train"][-1200:], vocab_size=600)
+    return ByteLevelBPE.train(corpus["train"][-900:], vocab_size=500)
 
 
 @pytest.fixture(scope="module")
 def wordpieces(corpus):
-    return {score: WordPiece.train(corpus["train"][-1200:], vocab_size=700, score=score) for score in ("frequency", "likelihood")}
+    return {score: WordPiece.train(corpus["train"][-900:], vocab_size=600, score=score) for score in ("frequency", "likelihood")}
 
 
 def hf_bpe(bpe: ByteLevelBPE) -> Tokenizer:
@@ -163,15 +163,15 @@ def test_incremental_trainer_equals_recounting_every_step(corpus, score):
 
 
 def test_bpe_byte_counts_trainer_equals_recounting(corpus):
-    counts = Counter(w for text in corpus["train"][-25:] for w in gpt2_pretokenize(text))
+    counts = Counter(w for text in corpus["train"][-15:] for w in gpt2_pretokenize(text))
     words = {tuple(word_to_byte_symbols(w)): n for w, n in counts.items()}
     known = set(BYTE_TO_CHAR.values())
-    assert learn_merges(words, 256 + 80, known=known, join=str.__add__) == \
-        naive_merges(words, 256 + 80, known, str.__add__, "frequency")
+    assert learn_merges(words, 256 + 60, known=known, join=str.__add__) == \
+        naive_merges(words, 256 + 60, known, str.__add__, "frequency")
 
 
 def test_bpe_vocabulary_layout(bpe):
-    assert len(bpe) == 600
+    assert len(bpe) == 500
     assert bpe.itos[0] == SPECIAL_TOKENS["bpe"]["eos"] == "<|endoftext|>"
     assert bpe.itos[1:257] == [BYTE_TO_CHAR[b] for b in range(256)]
     assert all(a + b in bpe.stoi for a, b in bpe.merges)
@@ -287,7 +287,7 @@ def test_wordpiece_equals_hf_tokenizers_wordpiece(wordpieces, corpus, score):
 
 def test_trained_vocabulary_layout(wordpieces):
     for wp in wordpieces.values():
-        assert len(wp) == 700
+        assert len(wp) == 600
         assert wp.vocab[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] == list(SPECIAL_TOKENS["wordpiece"].values())
         assert {"t", "##t", "e", "##e"} <= set(wp.vocab)
         assert not any(t.startswith("####") for t in wp.vocab)
