@@ -4,7 +4,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lmlib.models.bert import HF_BERT_NAMES, Bert, BertConfig
+from lmlib.models import bert as bert_module
+from lmlib.models.bert import Bert, BertConfig
+from lmlib.text.bert_data import SpecialIds, pretraining_batch, sentence_pairs
 
 torch.set_num_threads(1)
 VOCAB = 101
@@ -125,6 +127,17 @@ def test_masked_positions_give_the_same_logits_and_gradients():
         model(ids, masked_positions=labels)
     with pytest.raises(ValueError, match=r"no MLM head"):
         tiny(mlm_head=False, nsp_head=False)(ids, masked_positions=chosen)
+
+
+def test_a_pretraining_batch_runs_through_the_model():
+    docs = [[[5 + (d * 7 + j * 3 + t) % 90 for t in range(4 + j % 3)] for j in range(4)] for d in range(3)]
+    batch = pretraining_batch(sentence_pairs(docs, seed=0), SpecialIds(0, 1, 2, 3, 4), VOCAB, max_len=12,
+                              generator=torch.Generator().manual_seed(0))
+    chosen = batch.mlm_labels != -100
+    out = tiny()(batch.input_ids, batch.segment_ids, batch.attention_mask, masked_positions=chosen)
+    loss = F.cross_entropy(out.mlm_logits, batch.mlm_labels[chosen]) + F.cross_entropy(out.nsp_logits,
+                                                                                       batch.nsp_labels)
+    assert out.mlm_logits.shape == (int(chosen.sum()), VOCAB) and torch.isfinite(loss)
 
 
 def test_pad_embedding_starts_at_zero_and_gets_no_gradient():
@@ -262,11 +275,10 @@ def test_from_hf_gradients_equal_bert_for_pretraining(hf_pretraining):
     (F.cross_entropy(out.mlm_logits.reshape(-1, VOCAB), labels.reshape(-1)) + F.cross_entropy(out.nsp_logits, nsp)) \
         .backward()
     hf_params = dict(hf.named_parameters())
-    for key, param in model.named_parameters():
-        name = HF_BERT_NAMES[key if not key.startswith("layers.") else "layers.{i}." + key.split(".", 2)[2]]
-        name = name.format(i=key.split(".")[1]) if key.startswith("layers.") else name
-        name = name if name.startswith("cls.") else "bert." + name
-        torch.testing.assert_close(param.grad, hf_params[name].grad, atol=1e-5, rtol=1e-4, msg=key)
+    assert len(list(model.named_parameters())) == len(hf_params) == 5 + 16 * 2 + 2 + 4 + 1 + 2  # embeddings, layers, pooler, MLM, NSP
+    for key, param in model.named_parameters():  # each name through HF_BERT_NAMES
+        torch.testing.assert_close(param.grad, hf_params[bert_module._hf_name(key, "bert.")].grad, atol=1e-5,
+                                   rtol=1e-4, msg=key)
     hf.zero_grad()
 
 
