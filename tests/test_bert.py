@@ -193,6 +193,8 @@ def test_bad_inputs_say_what_to_do():
         model(ids, segments, attention_mask * 2)
     with pytest.raises(ValueError, match=r"all padding.*at least \[CLS\]"):
         model(ids, segments, torch.zeros_like(attention_mask))
+    with pytest.raises(ValueError, match=r"0 at position 0.*right padding"):
+        model(ids, segments, attention_mask.flip(1))
 
 
 def test_state_dict_from_another_vocabulary_or_config_is_refused_clearly():

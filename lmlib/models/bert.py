@@ -154,10 +154,11 @@ class MaskedLMHead(nn.Module):
 class BertOutput:
     """What :class:`Bert` returns. Heads the model lacks (see :class:`BertConfig`) give None.
 
-    ``mlm_logits`` (batch, seq, vocab), or (N, vocab) with ``masked_positions``; ``nsp_logits`` (batch, 2), class 0 = IsNext; ``pooled`` (batch, d_model),
-    the tanh-pooled [CLS] vector; ``hidden_states``: num_layers + 1 tensors (batch, seq, d_model), the embedding
-    output h_0 first, then each layer's h_l; ``attentions``: with ``return_attentions=True``, one
-    (batch, heads, seq, seq) tensor per layer (the layout bertviz takes), else None.
+    ``mlm_logits`` (batch, seq, vocab), or (N, vocab) with ``masked_positions``; ``nsp_logits`` (batch, 2),
+    class 0 = IsNext; ``pooled`` (batch, d_model), the tanh-pooled [CLS] vector; ``hidden_states``: num_layers + 1
+    tensors (batch, seq, d_model), the embedding output h_0 first, then each layer's h_l; ``attentions``: with
+    ``return_attentions=True``, one (batch, heads, seq, seq) tensor per layer (the layout bertviz takes), else
+    None.
     """
 
     mlm_logits: torch.Tensor | None
@@ -257,6 +258,9 @@ class Bert(nn.Module):
         if not real.any(dim=1).all():
             raise ValueError("some row of attention_mask is all padding: every sequence needs at least [CLS]; "
                              "drop empty rows from the batch")
+        if not real[:, 0].all():
+            raise ValueError("attention_mask is 0 at position 0 of some row: BERT's padding goes after the tokens "
+                             "(right padding), since position 0 holds [CLS], which the pooler reads")
         return None if real.all() else ~real
 
     def forward(self, input_ids: torch.Tensor, segment_ids: torch.Tensor | None = None,
