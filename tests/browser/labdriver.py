@@ -244,7 +244,11 @@ JS_INSPECT = r"""() => {
     out.stderr.push({...where(el), text: el.innerText.slice(-3000)});
   for (const el of panel.node.querySelectorAll('.jp-OutputArea-output')) {
     if (el.closest('.js-plotly-plot') || el.parentElement.closest('.jp-OutputArea-output')) continue;
-    out.texts.push({...where(el), text: el.innerText});
+    // Source listings (show_source: syntax-highlighted code) quote the library, comments included; they are
+    // not numbers computed for the student, so they are left out of the float-noise check.
+    let text = el.innerText;
+    for (const h of el.querySelectorAll('.highlight')) text = text.replace(h.innerText, '');
+    out.texts.push({...where(el), text});
     if (/Error displaying widget|Error rendering|Javascript Error/.test(el.innerText))
       out.widgetErrors.push({...where(el), text: el.innerText.slice(0, 300)});
   }
