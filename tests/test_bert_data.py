@@ -126,6 +126,15 @@ def test_half_the_pairs_are_true_next_sentences():
             assert p.b[0] != p.a[0] and p.nsp_label == NOT_NEXT  # from another document
 
 
+def test_random_sentences_come_evenly_from_the_other_documents():
+    pairs = [p for p in sentence_pairs(documents(5, 2001), seed=2) if not p.is_next]
+    for source in range(5):
+        drawn = [p.b[0] for p in pairs if p.a[0] == source]
+        n = len(drawn)  # ~1,000 NotNext pairs per document
+        assert n > 800 and source not in drawn
+        assert all(within(drawn.count(other) / n, 1 / 4, n) for other in range(5) if other != source)
+
+
 def test_pairs_are_seeded_and_need_two_documents():
     docs = documents(5, 4)
     assert sentence_pairs(docs, seed=3) == sentence_pairs(docs, seed=3)

@@ -94,6 +94,7 @@ def sentence_pairs(documents: Sequence[Sequence[Sequence[int]]], seed: int = 0,
     if not any(len(doc) >= 2 for doc in documents):
         raise ValueError("no document has two sentences, so there is no true next sentence; split the documents "
                          "into sentences first")
+    rank = {d: k for k, d in enumerate(usable)}
     rng = random.Random(seed)
     pairs = []
     for d, doc in enumerate(documents):
@@ -101,7 +102,8 @@ def sentence_pairs(documents: Sequence[Sequence[Sequence[int]]], seed: int = 0,
             if rng.random() < next_prob:
                 pairs.append(SentencePair(list(doc[i]), list(doc[i + 1]), True))
             else:
-                other = rng.choice(usable[:usable.index(d)] + usable[usable.index(d) + 1:])
+                k = rng.randrange(len(usable) - 1)  # uniform over the other usable documents
+                other = usable[k + (k >= rank[d])]
                 pairs.append(SentencePair(list(doc[i]), list(rng.choice(documents[other])), False))
     return pairs
 
