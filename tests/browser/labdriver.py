@@ -644,11 +644,27 @@ def _exercise_views(page, report: Report, shots: Path) -> set[int]:
         # The widget with what it drives: its own Output widget, or the whole output area of its cell.
         target = root if view["drives"] == "its Output widget" or not interactive else \
             page.locator(".jp-Notebook .jp-Cell").nth(view["cell"]).locator(".jp-Cell-outputArea")
-        with contextlib.suppress(Exception):
-            target.scroll_into_view_if_needed(timeout=5000)
-            target.screenshot(path=str(path), timeout=15000)
+        if _screenshot(page, target, path):
             report.screenshots.append(f"{shots.name}/{path.name}")
     return {view["cell"] for view in views}
+
+
+def _screenshot(page, target, path: Path) -> bool:
+    """Screenshot one element whole: the notebook scrolls inside the page, so a tall element gets a tall window."""
+    size = page.viewport_size
+    try:
+        box = target.bounding_box(timeout=5000)
+        if box and box["height"] > size["height"] - 250:
+            page.set_viewport_size({"width": size["width"], "height": min(int(box["height"]) + 300, 5000)})
+            page.wait_for_timeout(300)
+        target.scroll_into_view_if_needed(timeout=5000)
+        target.screenshot(path=str(path), timeout=15000)
+        return True
+    except Exception:   # a screenshot is for people to look at; failing to take one is not a test failure
+        return False
+    finally:
+        if page.viewport_size != size:
+            page.set_viewport_size(size)
 
 
 class LabPage:
@@ -765,10 +781,7 @@ def open_and_run(lab_page: LabPage, notebook: str, shots: Path, memory: MemoryMo
             if not view["svg"] or view["drawn"] == 0:
                 report.add(_where(view), f"bertviz view {view['id']} drew nothing (no SVG content)")
             path = shots / f"cell{view['cell']:02d}_bertviz{number + 1}.png"
-            with contextlib.suppress(Exception):
-                element = page.locator(f"#{view['id']}")
-                element.scroll_into_view_if_needed(timeout=5000)
-                element.screenshot(path=str(path), timeout=15000)
+            if _screenshot(page, page.locator(f"#{view['id']}"), path):
                 report.screenshots.append(f"{shots.name}/{path.name}")
         for item in found["labels"]:
             report.add(_where(item), f"widget label {item['text']!r} is cut off "
