@@ -450,6 +450,7 @@ class Report:
     widget_views: int = 0
     interactions: int = 0
     dirty_on_open: bool | None = None
+    slowest_response_s: float = 0.0
     noise_seen: set = field(default_factory=set, repr=False)
     bertviz_views: int = 0
     blocked_requests: list[str] = field(default_factory=list)
@@ -634,6 +635,7 @@ def _exercise_views(page, report: Report, shots: Path) -> set[int]:
                     action = "a click"
                 report.interactions += 1
                 state, took = _wait_for_change(page, view["id"], before)
+                report.slowest_response_s = round(max(report.slowest_response_s, took), 1)
                 if state is None:
                     report.add(label, f"{what}: the output did not change within {WIDGET_RESPONSE_S:.0f} s after {action}")
                     _wait_idle(page, 10)

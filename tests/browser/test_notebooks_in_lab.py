@@ -140,7 +140,8 @@ def test_notebook_in_jupyterlab(notebook, lab, lab_page):
         "passed": not problems, "run_s": report.run_s, "open_s": report.open_s, "widgets_s": report.widgets_s,
         "total_s": round(time.perf_counter() - started, 1), "kernel_peak_rss_mb": report.peak_rss_mb,
         "processes_at_peak": memory.at_peak,
-        "figures": report.figures, "widget_views": report.widget_views, "interactions": report.interactions, "dirty_flag_on_open": report.dirty_on_open,
+        "figures": report.figures, "widget_views": report.widget_views, "interactions": report.interactions,
+        "slowest_widget_response_s": report.slowest_response_s, "dirty_flag_on_open": report.dirty_on_open,
         "bertviz_views": report.bertviz_views, "tolerated_console": dict(Counter(report.tolerated_console)),
         "problems": problems, "screenshots": report.screenshots,
     })
