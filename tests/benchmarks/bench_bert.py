@@ -11,7 +11,7 @@ same logits.
 * training step, lmlib with ``masked_positions`` (the MLM head only where there are labels, as the released
   BERT code does; same loss and gradients), against the same HF steps: shown apart, not part of the goals.
 
-Timing alternates the contenders in rounds (A B C, C B A, ...) and reports the median of each, so load from
+Timing rotates the contenders in rounds (A B C, B C A, C A B, ...) and reports the median of each, so load from
 other processes hits all of them alike. Tokens per second count every position of the padded batch. Each row
 also has the ratio of CPU time (``time.process_time``), which leaves out time spent waiting for a core and so
 is the steadier number on a shared, loaded machine.
@@ -45,7 +45,7 @@ SIZES = {  # name: (num_layers, num_heads, d_model, seq)
     "small": (4, 4, 256, 128),
     "larger": (4, 8, 512, 256),
 }
-ROUNDS = {"small": (7, 2), "larger": (5, 1)}  # (rounds, calls per round)
+ROUNDS = {"small": (9, 2), "larger": (6, 1)}  # (rounds, calls per round)
 THREADS = (1, 2)
 GOALS = {"hf_eager": 1.0, "hf_sdpa": 0.9}  # lmlib / HF tokens-per-second ratio wanted, every row
 
@@ -149,12 +149,13 @@ def forward_call(model, b: dict):
 
 def alternate(calls: dict, rounds: int, repeat: int) -> tuple[dict, dict]:
     """Median wall seconds and median CPU seconds (this process's, all threads) per call of each function, timed
-    in rounds whose order alternates. On a loaded machine the CPU time is the steadier of the two: it leaves out
-    the time the process waited for a core."""
+    in rounds whose order rotates (A B C, B C A, C A B, ...): every contender takes every slot, and none runs
+    twice in a row, so a burst of load from elsewhere is shared out. On a loaded machine the CPU time is the
+    steadier of the two: it leaves out the time the process waited for a core."""
     wall, cpu = {name: [] for name in calls}, {name: [] for name in calls}
-    order = list(calls)
+    names = list(calls)
     for r in range(rounds):
-        for name in order if r % 2 == 0 else order[::-1]:
+        for name in names[r % len(names):] + names[:r % len(names)]:
             start, start_cpu = time.perf_counter(), time.process_time()
             for _ in range(repeat):
                 calls[name]()
@@ -240,11 +241,15 @@ def main(quick: bool = False) -> None:
                                        "15% of real positions labelled for the MLM loss; NSP labels random",
                      "train_step": "MLM + NSP cross-entropy, backward, AdamW lr 1e-4; train mode, dropout 0",
                      "forward": "eval mode, no grad, MLM and NSP logits",
-                     "timing": "median over rounds in alternating order (A B C, C B A, ...), one process; "
+                     "timing": "median over rounds in rotating order (A B C, B C A, C A B, ...), one process; "
                                "ratio_* from wall time, cpu_time_ratio_* from this process's CPU time"},
         "machine": machine(), "load_before": load_before, "load_after": load(),
         "seconds": round(time.time() - started, 1), "summary": summary, "rows": rows,
     }
+    if RESULTS.exists():  # keep the summaries of earlier runs: on a shared machine one run is one sample
+        earlier = json.loads(RESULTS.read_text())
+        result["previous_runs"] = [{k: earlier[k] for k in ("date", "load_before", "load_after", "summary")},
+                                   *earlier.get("previous_runs", [])][:5]
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     tmp = RESULTS.with_suffix(".tmp")
     tmp.write_text(json.dumps(result, indent=1) + "\n")
