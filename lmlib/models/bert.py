@@ -42,6 +42,7 @@ from torch import nn
 
 from ..text.vocab import check_ids_in_range
 from .multihead import MultiHeadAttention
+from .state_dicts import check_state_dict
 
 
 @dataclass
@@ -310,21 +311,9 @@ class Bert(nn.Module):
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
         """``nn.Module.load_state_dict``, but a checkpoint of another vocabulary or size says which setting
         differs and what to do."""
-        own = self.state_dict()
-        for key, value in state_dict.items():
-            if key in own and tuple(value.shape) != tuple(own[key].shape):
-                raise ValueError(f"the state dict is for a different BERT: {key} has shape {tuple(value.shape)}, "
-                                 f"this model's has {tuple(own[key].shape)} ({_config_hint(key)}); build the model "
-                                 f"with the BertConfig the checkpoint was saved with (and its tokenizer)")
-        if strict:
-            missing = sorted(set(own) - set(state_dict))
-            unexpected = sorted(set(state_dict) - set(own))
-            if missing or unexpected:
-                raise ValueError(f"the state dict is for a different BERT: missing {missing[:4]}"
-                                 f"{' ...' if len(missing) > 4 else ''}, unexpected {unexpected[:4]}"
-                                 f"{' ...' if len(unexpected) > 4 else ''} (num_layers, pooler, mlm_head or "
-                                 f"nsp_head differ); build the model with the BertConfig the checkpoint was saved "
-                                 f"with")
+        check_state_dict(self, state_dict, strict=strict, config_name="BertConfig", shape_hint=_config_hint,
+                         companion="its tokenizer",
+                         structure_fields="num_layers, pooler, mlm_head or nsp_head")
         return super().load_state_dict(state_dict, strict=strict, assign=assign)
 
     @classmethod

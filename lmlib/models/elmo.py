@@ -37,6 +37,7 @@ from torch import nn
 
 from ..runtime import eval_mode
 from ..text.vocab import BOS, EOS, PAD, UNK, Vocab
+from .state_dicts import check_state_dict
 
 # --- characters -------------------------------------------------------------------------------------------
 
@@ -452,19 +453,8 @@ class BiLM(nn.Module):
 
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
         """``nn.Module.load_state_dict``, but a checkpoint of another config says which setting differs."""
-        own = self.state_dict()
-        for key, value in state_dict.items():
-            if key in own and tuple(value.shape) != tuple(own[key].shape):
-                raise ValueError(f"the state dict is for a different BiLM: {key} has shape {tuple(value.shape)}, this "
-                                 f"model's has {tuple(own[key].shape)} ({_config_hint(key)}); build the model with "
-                                 f"the BiLMConfig the checkpoint was saved with")
-        if strict:
-            missing, unexpected = sorted(set(own) - set(state_dict)), sorted(set(state_dict) - set(own))
-            if missing or unexpected:
-                raise ValueError(f"the state dict is for a different BiLM: missing {missing[:4]}"
-                                 f"{' ...' if len(missing) > 4 else ''}, unexpected {unexpected[:4]}"
-                                 f"{' ...' if len(unexpected) > 4 else ''} (num_layers, num_highway, filters or the "
-                                 f"projection differ); build the model with the BiLMConfig it was saved with")
+        check_state_dict(self, state_dict, strict=strict, config_name="BiLMConfig", shape_hint=_config_hint,
+                         structure_fields="num_layers, num_highway, filters or the projection")
         return super().load_state_dict(state_dict, strict=strict, assign=assign)
 
 

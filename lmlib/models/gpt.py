@@ -39,6 +39,7 @@ from ..runtime import eval_mode
 from ..text.vocab import check_ids_in_range
 from .multihead import causal_mask, scaled_dot_product_attention
 from .positional import LearnedPositionalEncoding
+from .state_dicts import check_state_dict
 
 ACTIVATIONS = {"gelu_tanh": "tanh", "gelu": "none"}  # name -> F.gelu's `approximate`
 NORMS = ("pre", "post")
@@ -301,20 +302,9 @@ class GPT(nn.Module):
 
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
         """``nn.Module.load_state_dict``, but a checkpoint of another size says which setting differs."""
-        own = self.state_dict()
-        for key, value in state_dict.items():
-            if key in own and tuple(value.shape) != tuple(own[key].shape):
-                raise ValueError(f"the state dict is for a different GPT: {key} has shape {tuple(value.shape)}, "
-                                 f"this model's has {tuple(own[key].shape)} ({_config_hint(key)}); build the "
-                                 f"model with the GPTConfig the checkpoint was saved with (and its vocabulary)")
-        if strict:
-            missing = sorted(set(own) - set(state_dict))
-            unexpected = sorted(set(state_dict) - set(own))
-            if missing or unexpected:
-                raise ValueError(f"the state dict is for a different GPT: missing {missing[:4]}"
-                                 f"{' ...' if len(missing) > 4 else ''}, unexpected {unexpected[:4]}"
-                                 f"{' ...' if len(unexpected) > 4 else ''} (num_layers, norm or bias differ); "
-                                 f"build the model with the GPTConfig the checkpoint was saved with")
+        check_state_dict(self, state_dict, strict=strict, config_name="GPTConfig", shape_hint=_config_hint,
+                         companion="its vocabulary",
+                         structure_fields="num_layers, norm or bias")
         return super().load_state_dict(state_dict, strict=strict, assign=assign)
 
     @classmethod
