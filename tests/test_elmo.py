@@ -24,16 +24,10 @@ from lmlib.models.elmo import (
 )
 from lmlib.text.vocab import BOS, EOS, PAD, SPECIALS, UNK, Vocab
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 MAX_CHARS = 10
 SENTENCES = [["the", "cat", "sat"], ["a", "dog"], ["dogs", "bark", "at", "night", "here"]]
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
 
 
 def tiny_config(**overrides) -> BiLMConfig:

@@ -397,15 +397,6 @@ def test_changing_padded_source_tokens_leaves_memory_and_logits_unchanged(norm_f
     assert (model(real, mask, tgt)[1] - logits[1]).abs().amax() > 1e-3
 
 
-@pytest.fixture
-def one_thread():
-    """A model this small trains several times faster on one thread than on two busy cores."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def test_greedy_translation_is_the_argmax_of_a_teacher_forced_pass_over_itself(one_thread):
     # greedy decoding picks argmax p(y_t | y_<t, x) at every step, so feeding its own output back with
     # teacher forcing must give the same tokens, and <eos> right after them unless max_len cut it short

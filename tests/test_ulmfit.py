@@ -221,15 +221,6 @@ def test_shipped_files_are_what_the_recipe_builds():
     assert f"({epochs:.1f} epochs of PTB)" in (PRETRAINED_DIR / "README.md").read_text()
 
 
-@pytest.fixture
-def one_thread():
-    """One thread: on two busy cores a second one makes these step-by-step LSTM runs several times slower."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def test_shipped_checkpoint_perplexity_on_a_slice_of_ptb_valid_equals_an_nn_lstm_reference(one_thread):
     # The whole validation set takes ~13 s on one CPU thread (the 10,001-way softmax of 73,760 tokens), so this
     # evaluates its first 7,000 tokens: evaluate_lm on load_pretrained()'s model against the same slice run

@@ -27,14 +27,13 @@ import copy
 import datetime
 import json
 import os
-import platform
 import statistics
-import subprocess
 import time
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from machine import load, machine
 
 from lmlib.models.bert import Bert
 
@@ -48,28 +47,6 @@ SIZES = {  # name: (num_layers, num_heads, d_model, seq)
 ROUNDS = {"small": (9, 2), "larger": (6, 1)}  # (rounds, calls per round)
 THREADS = (1, 2)
 GOALS = {"hf_eager": 1.0, "hf_sdpa": 0.9}  # lmlib / HF tokens-per-second ratio wanted, every row
-
-
-def machine() -> dict:
-    """CPU model, cores, versions."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    import transformers
-
-    return {"cpu": cpu, "cores": os.cpu_count(), "torch": torch.__version__, "transformers": transformers.__version__,
-            "python": platform.python_version()}
-
-
-def load() -> dict:
-    one, five, fifteen = os.getloadavg()
-    uptime = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-    return {"load_1m": round(one, 2), "load_5m": round(five, 2), "load_15m": round(fifteen, 2), "uptime": uptime}
 
 
 def contenders(size: str) -> dict:
@@ -243,7 +220,7 @@ def main(quick: bool = False) -> None:
                      "forward": "eval mode, no grad, MLM and NSP logits",
                      "timing": "median over rounds in rotating order (A B C, B C A, C A B, ...), one process; "
                                "ratio_* from wall time, cpu_time_ratio_* from this process's CPU time"},
-        "machine": machine(), "load_before": load_before, "load_after": load(),
+        "machine": machine("transformers"), "load_before": load_before, "load_after": load(),
         "seconds": round(time.time() - started, 1), "summary": summary, "rows": rows,
     }
     if RESULTS.exists():  # keep the summaries of earlier runs: on a shared machine one run is one sample

@@ -29,14 +29,13 @@ import datetime
 import json
 import math
 import os
-import platform
 import statistics
-import subprocess
 import time
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from machine import load, machine
 
 from lmlib.models.gpt import GPT, GPTConfig, generate
 
@@ -49,25 +48,6 @@ SIZES = {  # name: (num_layers, num_heads, d_model, context)
 }
 TRAIN_ROUNDS = {"small": (9, 5), "larger": (5, 1)}  # (rounds, steps per round)
 GENERATION = {"small": (4, 60), "larger": (16, 112)}  # (prompt length, new tokens), batch 1
-
-
-def machine() -> dict:
-    """CPU model, cores, and the load averages now."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"cpu": cpu, "cores": os.cpu_count(), "torch": torch.__version__, "python": platform.python_version()}
-
-
-def load() -> dict:
-    one, five, fifteen = os.getloadavg()
-    uptime = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-    return {"load_1m": round(one, 2), "load_5m": round(five, 2), "load_15m": round(fifteen, 2), "uptime": uptime}
 
 
 def save_section(name: str, section: dict) -> None:
