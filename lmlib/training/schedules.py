@@ -76,7 +76,7 @@ def stlr(t: int, T: int, cut_frac: float = 0.1, ratio: float = 32.0, eta_max: fl
     which is the paper's formula exactly whenever T · cut_frac is whole and keeps η_t ≥ η_max/ratio
     otherwise. The same line covers T · cut_frac < 1 (cut = 0: no warm-up, a pure decay p = 1 − t/T;
     with T = 1 the single step uses η_max). ``cut`` is the exact floor of :func:`stlr_cut` (T = 100,
-    cut_frac = 0.29 gives 29, where the float product 28.999999999999996 would give 28).
+    cut_frac = 0.29 gives 29, where the float product, a hair under 29, would floor to 28).
     """
     _check_stlr_args(T, cut_frac, ratio, eta_max)
     if not isinstance(t, int) or not 0 <= t < T:
