@@ -33,7 +33,6 @@ needs an attention of its own.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import torch
@@ -42,7 +41,7 @@ from torch import nn
 
 from ..text.vocab import check_ids_in_range
 from .multihead import MultiHeadAttention
-from .state_dicts import check_state_dict
+from .state_dicts import check_state_dict, hf_from_pretrained
 
 
 @dataclass
@@ -354,20 +353,7 @@ class Bert(nn.Module):
     def from_pretrained(cls, name: str = "bert-base-uncased", **hf_kwargs) -> Bert:
         """Google's BERT weights from the Hugging Face Hub (``bert-base-uncased``, ``bert-large-cased``, ... or a
         local directory), through ``transformers``' ``BertForPreTraining`` and :meth:`from_hf`."""
-        try:
-            from transformers import BertForPreTraining
-        except ImportError as err:
-            raise ImportError("Bert.from_pretrained needs the transformers package: pip install transformers") from err
-        try:
-            hf_model = BertForPreTraining.from_pretrained(name, **hf_kwargs)
-        except OSError as err:
-            offline = os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0") or \
-                os.environ.get("TRANSFORMERS_OFFLINE", "") not in ("", "0")
-            why = ("HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE is set and the weights are not in the local cache"
-                   if offline else "the Hugging Face Hub could not be reached and the weights are not cached")
-            raise OSError(f"could not load BERT weights {name!r}: {why}. Download them once with network access "
-                          f"(unset HF_HUB_OFFLINE), or pass the path of a local copy; to run without them, build "
-                          f"Bert(BertConfig(...)) and pre-train it") from err
+        hf_model = hf_from_pretrained("BertForPreTraining", name, "BERT", "build Bert(BertConfig(...)) and pre-train it", **hf_kwargs)
         return cls.from_hf(hf_model)
 
 

@@ -28,7 +28,6 @@ Attention maps come back per layer as ``(batch, heads, query, key)`` tensors, th
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 
 import torch
@@ -39,7 +38,7 @@ from ..runtime import eval_mode
 from ..text.vocab import check_ids_in_range
 from .multihead import causal_mask, scaled_dot_product_attention
 from .positional import LearnedPositionalEncoding
-from .state_dicts import check_state_dict
+from .state_dicts import check_state_dict, hf_from_pretrained
 
 ACTIVATIONS = {"gelu_tanh": "tanh", "gelu": "none"}  # name -> F.gelu's `approximate`
 NORMS = ("pre", "post")
@@ -340,20 +339,7 @@ class GPT(nn.Module):
     def from_pretrained(cls, name: str = "gpt2", **hf_kwargs) -> GPT:
         """OpenAI's GPT-2 weights from the Hugging Face Hub (``gpt2``, ``gpt2-medium``, ``gpt2-large``,
         ``gpt2-xl``, ``distilgpt2``, or a local directory), through ``transformers`` and :meth:`from_hf`."""
-        try:
-            from transformers import GPT2LMHeadModel
-        except ImportError as err:
-            raise ImportError("GPT.from_pretrained needs the transformers package: pip install transformers") from err
-        try:
-            hf_model = GPT2LMHeadModel.from_pretrained(name, **hf_kwargs)
-        except OSError as err:
-            offline = os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0") or \
-                os.environ.get("TRANSFORMERS_OFFLINE", "") not in ("", "0")
-            why = ("HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE is set and the weights are not in the local cache"
-                   if offline else "the Hugging Face Hub could not be reached and the weights are not cached")
-            raise OSError(f"could not load GPT-2 weights {name!r}: {why}. Download them once with network access "
-                          f"(unset HF_HUB_OFFLINE), or pass the path of a local copy; to run without them, build "
-                          f"GPT(GPTConfig(...)) and train it") from err
+        hf_model = hf_from_pretrained("GPT2LMHeadModel", name, "GPT-2", "build GPT(GPTConfig(...)) and train it", **hf_kwargs)
         return cls.from_hf(hf_model)
 
 

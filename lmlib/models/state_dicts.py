@@ -39,3 +39,26 @@ def check_state_dict(model: nn.Module, state_dict: Mapping[str, torch.Tensor], *
             raise ValueError(f"the state dict is for a different {kind}: missing {_first(missing)}, unexpected "
                              f"{_first(unexpected)} ({structure_fields} differ); build the model with the "
                              f"{config_name} the checkpoint was saved with")
+
+
+def hf_from_pretrained(class_name: str, name: str, what: str, build_instead: str, **hf_kwargs) -> nn.Module:
+    """``transformers.<class_name>.from_pretrained(name)``, with errors that say what to do offline.
+
+    ``what`` names the weights (``"GPT-2"``); ``build_instead`` says how to go on without them.
+    """
+    import os
+
+    try:
+        import transformers
+    except ImportError as err:
+        raise ImportError(f"loading {what} weights needs the transformers package: pip install transformers") from err
+    try:
+        return getattr(transformers, class_name).from_pretrained(name, **hf_kwargs)
+    except OSError as err:
+        offline = os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0") or \
+            os.environ.get("TRANSFORMERS_OFFLINE", "") not in ("", "0")
+        why = ("HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE is set and the weights are not in the local cache"
+               if offline else "the Hugging Face Hub could not be reached and the weights are not cached")
+        raise OSError(f"could not load {what} weights {name!r}: {why}. Download them once with network access "
+                      f"(unset HF_HUB_OFFLINE), or pass the path of a local copy; to run without them, "
+                      f"{build_instead}") from err
