@@ -33,10 +33,10 @@ from ..models.ulmfit import ULMFiTClassifier
 from ..runtime import seed_everything
 from ..text.batching import batchify, bptt_batches, classification_batches
 from ..text.vocab import PAD, UNK, Vocab
-from ..training.callbacks import GradientClipping, GradualUnfreezing
+from ..training.callbacks import GradientClipping, GradualUnfreezing, PrintEvery
 from ..training.objectives import StatefulLMLoss, classification_loss
 from ..training.schedules import STLR, discriminative_param_groups
-from ..training.trainer import Callback, Trainer, evaluate
+from ..training.trainer import Trainer, evaluate
 
 PRETRAINED_DIR = Path(__file__).resolve().parents[1] / "pretrained"
 
@@ -67,17 +67,6 @@ def evaluate_lm(model: AWDLSTMLanguageModel, ids: torch.Tensor, batch_size: int 
     return evaluate(model, StatefulLMLoss(), bptt_batches(batchify(ids, batch_size), bptt), device).perplexity
 
 
-class _PrintEvery(Callback):
-    """Progress for long command-line runs: step, loss and rate every ``n`` steps."""
-
-    def __init__(self, n: int):
-        self.n = n
-
-    def on_batch_end(self, trainer: Trainer, loss: float) -> None:
-        if trainer.step % self.n == 0:
-            print(f"step {trainer.step}  loss {loss:.3f}  lr {trainer.lr:.2e}", flush=True)
-
-
 def pretrain(out_dir: str | Path, steps: int | None = None) -> dict:
     """Stage (a): train the AWD-LSTM LM on PTB with the seeded recipe ``PRETRAIN_RECIPE``; write
     ``awd_lstm_ptb.safetensors`` (fp16), ``vocab.json`` and ``pretrain.json`` to ``out_dir``."""
@@ -95,7 +84,7 @@ def pretrain(out_dir: str | Path, steps: int | None = None) -> dict:
     opt = torch.optim.Adam(model.parameters(), lr=recipe["eta_max"], betas=recipe["betas"])
     trainer = Trainer(model, opt, StatefulLMLoss(),
                       [STLR(recipe["steps"], recipe["cut_frac"], recipe["ratio"]), GradientClipping(recipe["clip"]),
-                       _PrintEvery(25)], device="cpu")
+                       PrintEvery(25)], device="cpu")
     start = time.perf_counter()
     trainer.fit(batches, epochs=1)
     train_seconds = time.perf_counter() - start

@@ -194,6 +194,19 @@ class MaxSteps(Callback):
             trainer.stop_training = True
 
 
+class PrintEvery(Callback):
+    """Progress for long command-line runs: step, loss and learning rate every ``n`` steps, flushed."""
+
+    def __init__(self, n: int):
+        if n < 1:
+            raise ValueError(f"n must be at least 1, got {n}")
+        self.n = n
+
+    def on_batch_end(self, trainer: Trainer, loss: float) -> None:
+        if trainer.step % self.n == 0:
+            print(f"step {trainer.step}  loss {loss:.3f}  lr {trainer.lr:.2e}", flush=True)
+
+
 class ProgressBar(Callback):
     """A tqdm bar per epoch showing the running loss (a widget in Jupyter, text elsewhere)."""
 

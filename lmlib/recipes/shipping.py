@@ -1,0 +1,95 @@
+"""Shipped checkpoints: small fp16 safetensors files beside a ``pretrain.json`` that records how they were made.
+
+A model too slow to pretrain live ships in ``lmlib/pretrained/<name>/`` as
+
+* ``<name>.safetensors`` — the weights in fp16 (a tied weight stored once), the model's config as JSON in the
+  file's metadata;
+* any side files the model needs (a vocabulary, a tokenizer);
+* ``pretrain.json`` — the recipe, tokens seen, validation metrics and the sha256 of every file above.
+
+:func:`save_shipped` writes all of it (each file atomically); :func:`load_shipped` checks every sha256 before it
+reads a byte of weights, so a corrupt or replaced file is refused with a message that says how to rebuild it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import torch
+
+from ..data import sha256_of
+
+PRETRAINED_DIR = Path(__file__).resolve().parents[1] / "pretrained"
+REPORT = "pretrain.json"
+
+
+def _atomic_write(path: Path, write: Callable[[str], None]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def save_shipped(out_dir: str | Path, name: str, state_dict: Mapping[str, torch.Tensor], config: Mapping,
+                 report: Mapping, side_files: Mapping[str, Callable[[str], None]] = (),
+                 skip: tuple[str, ...] = ()) -> dict:
+    """Write ``<name>.safetensors`` (fp16, ``config`` in its metadata, keys in ``skip`` left out, e.g. a tied
+    output layer), each side file (``{file name: writer(path)}``) and ``pretrain.json`` = ``report`` plus
+    ``"sha256"`` of every file. Returns the report as written."""
+    from safetensors.torch import save_file
+
+    out_dir = Path(out_dir)
+    weights = f"{name}.safetensors"
+    tensors = {k: v.detach().to(torch.float16).contiguous() for k, v in state_dict.items() if k not in skip}
+    _atomic_write(out_dir / weights, lambda tmp: save_file(tensors, tmp, metadata={"config": json.dumps(dict(config))}))
+    for file_name, writer in dict(side_files).items():
+        _atomic_write(out_dir / file_name, writer)
+    files = [weights, *dict(side_files)]
+    report = {**report, "sha256": {f: sha256_of(out_dir / f) for f in files}}
+    _atomic_write(out_dir / REPORT, lambda tmp: Path(tmp).write_text(json.dumps(report, indent=2) + "\n"))
+    return report
+
+
+def verify_shipped(directory: str | Path, rebuild: str) -> dict:
+    """The ``pretrain.json`` of ``directory`` after checking that every file it lists has the recorded sha256.
+
+    ``rebuild`` is the command that reproduces the checkpoint; it goes into every error message."""
+    directory = Path(directory)
+    report_path = directory / REPORT
+    if not report_path.is_file():
+        raise FileNotFoundError(f"no {REPORT} in {directory}: this is not a shipped checkpoint folder. "
+                                f"Restore it from git or rebuild it with `{rebuild}`")
+    report = json.loads(report_path.read_text())
+    for file_name, expected in report.get("sha256", {}).items():
+        path = directory / file_name
+        if not path.is_file():
+            raise FileNotFoundError(f"{file_name} is missing from {directory}; restore it from git or rebuild it with `{rebuild}`")
+        actual = sha256_of(path)
+        if actual != expected:
+            raise ValueError(f"{path} has sha256 {actual}, but {REPORT} records {expected}: the file is corrupt or was "
+                             f"replaced. Restore it from git or rebuild the checkpoint with `{rebuild}`")
+    return report
+
+
+def load_shipped(directory: str | Path, name: str, rebuild: str) -> tuple[dict, dict[str, torch.Tensor], dict]:
+    """``(config, float32 tensors, report)`` of the verified checkpoint ``<directory>/<name>.safetensors``."""
+    from safetensors import safe_open
+
+    report = verify_shipped(directory, rebuild)
+    weights = Path(directory) / f"{name}.safetensors"
+    if f"{name}.safetensors" not in report.get("sha256", {}):
+        raise ValueError(f"{REPORT} in {directory} records no sha256 for {name}.safetensors, so it cannot be verified; "
+                         f"rebuild the checkpoint with `{rebuild}`")
+    with safe_open(str(weights), framework="pt") as fh:
+        config = json.loads(fh.metadata()["config"])
+        tensors = {k: fh.get_tensor(k).float() for k in fh.keys()}
+    return config, tensors, report
