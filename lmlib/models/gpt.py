@@ -285,6 +285,13 @@ class GPT(nn.Module):
         check_ids_in_range(idx, self.config.vocab_size, "idx", "this GPT's vocabulary (vocab_size)")
 
     def forward(self, idx: torch.Tensor, cache: KVCache | None = None, return_attentions: bool = False):
+        h, attentions = self.hidden_states(idx, cache, return_attentions)  # (B, T, C)
+        logits = self.lm_head(h)  # (B, T, V): h_n W_eᵀ, before the softmax
+        return (logits, attentions) if return_attentions else logits
+
+    def hidden_states(self, idx: torch.Tensor, cache: KVCache | None = None, return_attentions: bool = False):
+        """``(h_n, attentions)``: the top block's states ``(batch, seq, d_model)`` (after the final LayerNorm of
+        GPT-2), the input of the output layer and of a fine-tuning head; attentions as in ``forward`` (or Nones)."""
         self._check_inputs(idx, cache)
         past = 0 if cache is None else len(cache)
         h = self.pos_emb(self.tok_emb(idx), offset=past)  # (B, T, C): h_0 = U W_e + W_p
@@ -292,8 +299,7 @@ class GPT(nn.Module):
         for block in self.blocks:
             h, weights = block(h, cache, return_attentions)  # (B, T, C); weights (B, H, T, past+T) or None
             attentions.append(weights)
-        logits = self.lm_head(self.ln_f(h))  # (B, T, V): h_n W_eᵀ, before the softmax
-        return (logits, tuple(attentions)) if return_attentions else logits
+        return self.ln_f(h), tuple(attentions)  # (B, T, C)
 
     def new_cache(self) -> KVCache:
         """An empty :class:`KVCache` for this model's layers."""

@@ -33,6 +33,7 @@ def _atomic_write(path: Path, write: Callable[[str], None]) -> None:
     os.close(fd)
     try:
         write(tmp)
+        os.chmod(tmp, 0o644)  # mkstemp makes files private; a shipped file is for everyone to read
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):

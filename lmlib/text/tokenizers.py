@@ -50,6 +50,9 @@ import regex
 SPECIAL_TOKENS: dict[str, dict[str, str]] = {
     "wordpiece": {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"},
     "bpe": {"eos": "<|endoftext|>"},
+    # GPT-1's fine-tuning tokens (Radford et al. 2018, §3.3): the start of an input, the delimiter between the two
+    # texts of a pair, and the token whose final state the task head reads.
+    "gpt_finetune": {"start": "<|start|>", "delim": "<|delim|>", "extract": "<|extract|>"},
 }
 WORDPIECE_SPECIALS = tuple(SPECIAL_TOKENS["wordpiece"].values())
 BPE_SPECIALS = tuple(SPECIAL_TOKENS["bpe"].values())

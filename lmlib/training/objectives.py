@@ -118,3 +118,38 @@ class NegativeSamplingLoss:
         uniform = torch.rand(len(centres) * self.negative, generator=self.generator)
         negatives = torch.searchsorted(self.cdf, uniform).view(len(centres), self.negative)
         return BatchResult(model(centres, contexts, negatives).mean(), len(centres))
+
+
+def text_lm_targets(ids: torch.Tensor, extract_pos: torch.Tensor) -> torch.Tensor:
+    """Next-token targets ``(batch, seq − 1)`` for the text of GPT-1 fine-tuning inputs: position t predicts token
+    t + 1 for every token after ``[start]`` and before ``[extract]`` (the special tokens and the padding are not
+    text, so they are -100, which ``cross_entropy`` ignores)."""
+    targets = ids[:, 1:].clone()  # (B, T-1): token t+1 for position t
+    position = torch.arange(1, ids.size(1), device=ids.device)  # (T-1,): the index of each target token
+    targets[position[None, :] >= extract_pos[:, None]] = -100  # [extract] and the padding after it
+    return targets
+
+
+def gpt_finetune_loss(lam: float = 0.5):
+    """GPT-1's fine-tuning objective (Radford et al. 2018, eq. 5) for a classifier that returns ``(logits, hidden)``
+    and has ``lm_logits(hidden)`` (:class:`lmlib.models.gpt_finetune.GPTClassifier`):
+
+        L_3(C) = L_2(C) + λ · L_1(C)
+
+    L_2 is the task's cross-entropy, L_1 the language-modelling loss on the same inputs' text (the mean next-token
+    NLL, :func:`text_lm_targets`). The paper uses λ = 0.5; λ = 0 is plain fine-tuning (and skips the output layer).
+    Reported accuracy is the task's."""
+    if not lam >= 0:
+        raise ValueError(f"lambda (the auxiliary LM loss weight) must be >= 0, got {lam}")
+
+    def loss_fn(model, batch) -> BatchResult:
+        out = model(batch.ids, batch.extract_pos, batch.pairs)
+        loss = F.cross_entropy(out.logits, batch.labels)  # L_2
+        if lam > 0:
+            lm_logits = model.lm_logits(out.hidden[:, :-1])  # (B, T-1, V)
+            loss = loss + lam * F.cross_entropy(lm_logits.flatten(0, 1),  # + λ·L_1
+                                                text_lm_targets(batch.ids, batch.extract_pos).flatten(), ignore_index=-100)
+        correct = int((out.logits.argmax(-1) == batch.labels).sum())
+        return BatchResult(loss, batch.labels.numel(), correct)
+
+    return loss_fn

@@ -121,6 +121,39 @@ class STLR(LRSchedule):
         self.start_step = state["start_step"]
 
 
+def warmup_cosine(t: int, T: int, warmup: int, min_ratio: float = 0.1) -> float:
+    """The rate factor of GPT-style pretraining at step t of T: a linear warm-up over ``warmup`` steps, then a
+    cosine decay to ``min_ratio`` (Radford et al. 2018, §4.1: "increased linearly from zero over the first 2000
+    updates and annealed to 0 using a cosine schedule"; here to min_ratio instead of 0).
+
+        f(t) = (t + 1) / warmup                                           for t < warmup
+        f(t) = r + (1 − r) · ½ · (1 + cos(π · (t − warmup) / (T − warmup − 1)))  otherwise, r = min_ratio
+
+    so the first step after the warm-up runs at the full rate and the last step (t = T − 1) at exactly r.
+    """
+    if isinstance(T, bool) or not isinstance(T, int) or T < 1:
+        raise ValueError(f"T (total steps) must be an int >= 1, got {T!r}")
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or not 0 <= warmup < T:
+        raise ValueError(f"warmup must be an int in [0, T) = [0, {T}), got {warmup!r}")
+    if not 0.0 <= min_ratio <= 1.0:
+        raise ValueError(f"min_ratio must be in [0, 1], got {min_ratio}")
+    if not 0 <= t < T:
+        raise ValueError(f"step t={t} is outside the schedule's {T} steps; plan T for the whole run")
+    if t < warmup:
+        return (t + 1) / warmup
+    progress = (t - warmup) / max(1, T - warmup - 1)
+    return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+class WarmupCosine(LRSchedule):
+    """Trainer callback: each parameter group's rate is its base rate times :func:`warmup_cosine` of the step."""
+
+    def __init__(self, T: int, warmup: int, min_ratio: float = 0.1):
+        warmup_cosine(0, T, warmup, min_ratio)  # validates the arguments now rather than at the first step
+        self.T, self.warmup, self.min_ratio = T, warmup, min_ratio
+        super().__init__(lambda step: warmup_cosine(step, self.T, self.warmup, self.min_ratio))
+
+
 def discriminative_lrs(eta_top: float, n_groups: int, factor: float = 2.6) -> list[float]:
     """Per-group rates for discriminative fine-tuning, lowest layer first (Howard & Ruder 2018, eq. 2):
 

@@ -1,0 +1,228 @@
+"""A GPT pretrained on IMDb reviews: the byte-level BPE, the seeded recipe behind the checkpoint shipped in
+``lmlib/pretrained/gpt_imdb/``, and its loader.
+
+Radford et al. (2018) pretrain on BooksCorpus (about 800M words) for 100 epochs of 512-token windows; this is the
+same objective, L_1 = Σ_i log P(u_i | u_{i−k}, ..., u_{i−1}), at a scale one CPU core finishes in about twenty
+minutes: IMDb's 50,000 unlabelled reviews, a byte-level BPE of 8,192 tokens trained on them (so the model and its
+tokenizer speak the same text, as in GPT-2), a 4-layer pre-norm GPT of 128 dimensions, and a few million tokens
+of random 128-token windows. ``python -m lmlib.recipes.gpt pretrain --out lmlib/pretrained/gpt_imdb`` reproduces
+the checkpoint; :func:`load_pretrained` verifies its sha256 before loading.
+
+The held-out reviews (the last ``valid_reviews`` of the unlabelled split) are never trained on; the validation
+perplexity is measured on them, per BPE token, and also as bits per character so it compares across tokenizers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import torch
+
+from ..data import load_imdb
+from ..models.gpt import GPT, GPTConfig
+from ..models.gpt_finetune import FinetuneTokens, GPTClassifier, classification_input, finetune_batches
+from ..runtime import eval_mode, seed_everything
+from ..text.tokenizers import SPECIAL_TOKENS, ByteLevelBPE
+from ..training.callbacks import GradientClipping, PrintEvery
+from ..training.objectives import gpt_finetune_loss, next_token_loss
+from ..training.schedules import WarmupCosine
+from ..training.trainer import Trainer, evaluate
+from .shipping import PRETRAINED_DIR, load_shipped, save_shipped
+
+NAME = "gpt_imdb"
+CHECKPOINT_DIR = PRETRAINED_DIR / NAME
+REBUILD = "python -m lmlib.recipes.gpt pretrain --out lmlib/pretrained/gpt_imdb"
+EOS = SPECIAL_TOKENS["bpe"]["eos"]
+# <|endoftext|> separates reviews in pretraining; GPT-1's fine-tuning tokens are reserved in the vocabulary from
+# the start, so a fine-tuned model needs no new rows (they are never seen in pretraining: their vectors stay untrained).
+GPT_SPECIALS = (EOS, *SPECIAL_TOKENS["gpt_finetune"].values())
+
+TOKENIZER_RECIPE = dict(vocab_size=8192, min_frequency=2)
+PRETRAIN_CONFIG = dict(block_size=128, num_layers=4, num_heads=4, d_model=128, dropout=0.0, norm="pre")
+PRETRAIN_RECIPE = dict(seed=0, batch_size=16, steps=2000, lr=2e-3, warmup=100, min_ratio=0.05, weight_decay=0.1,
+                       betas=(0.9, 0.95), clip=1.0, valid_reviews=1000, valid_windows=256)
+
+
+def unsup_split(valid_reviews: int = PRETRAIN_RECIPE["valid_reviews"]) -> tuple[list[str], list[str]]:
+    """IMDb's 50,000 unlabelled reviews as (train, held-out): the last ``valid_reviews`` are held out."""
+    texts = load_imdb("unsup").texts
+    if not 0 < valid_reviews < len(texts):
+        raise ValueError(f"valid_reviews must be in (0, {len(texts)}), got {valid_reviews}")
+    return list(texts[:-valid_reviews]), list(texts[-valid_reviews:])
+
+
+def encode_stream(tokenizer: ByteLevelBPE, texts: Sequence[str]) -> torch.Tensor:
+    """One long token stream: every text followed by ``<|endoftext|>`` (GPT-2's document separator)."""
+    eos = tokenizer.token_to_id(EOS)
+    ids: list[int] = []
+    for text in texts:
+        ids.extend(tokenizer.encode(text))
+        ids.append(eos)
+    return torch.tensor(ids, dtype=torch.long)
+
+
+def random_windows(stream: torch.Tensor, block_size: int, batch_size: int, steps: int,
+                   seed: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """``steps`` batches of ``batch_size`` windows of ``block_size + 1`` tokens starting at seeded random offsets:
+    inputs ``x = w[:-1]`` and next-token targets ``y = w[1:]``, each ``(batch_size, block_size)``."""
+    if stream.numel() <= block_size + 1:
+        raise ValueError(f"the stream holds {stream.numel()} tokens, too few for windows of {block_size + 1}")
+    g = torch.Generator().manual_seed(seed)
+    offsets = torch.arange(block_size + 1)
+    for _ in range(steps):
+        starts = torch.randint(0, stream.numel() - block_size - 1, (batch_size,), generator=g)
+        w = stream[starts[:, None] + offsets]  # (B, block_size + 1)
+        yield w[:, :-1], w[:, 1:]
+
+
+def evaluate_stream(model: GPT, stream: torch.Tensor, windows: int, batch_size: int = 32) -> float:
+    """Mean next-token NLL (nats) over the first ``windows`` non-overlapping ``block_size`` windows of ``stream``,
+    each predicted from the tokens inside its window only."""
+    T = model.config.block_size
+    n = min(windows, (stream.numel() - 1) // T)
+    if n < 1:
+        raise ValueError(f"the stream holds {stream.numel()} tokens, too few for one window of {T + 1}")
+    x = stream[: n * T].view(n, T)
+    y = stream[1: n * T + 1].view(n, T)
+    total = 0.0
+    with eval_mode(model), torch.no_grad():
+        for i in range(0, n, batch_size):
+            logits = model(x[i: i + batch_size])
+            total += torch.nn.functional.cross_entropy(logits.flatten(0, 1), y[i: i + batch_size].flatten(),
+                                                       reduction="sum").item()
+    return total / (n * T)
+
+
+def pretrain(out_dir: str | Path, steps: int | None = None) -> dict:
+    """Train the BPE and the GPT with the seeded ``PRETRAIN_RECIPE``; write the checkpoint to ``out_dir``."""
+    recipe = dict(PRETRAIN_RECIPE, steps=steps or PRETRAIN_RECIPE["steps"])
+    recipe["warmup"] = min(recipe["warmup"], recipe["steps"] // 10)  # a shortened run keeps a proportionate warm-up
+    seed_everything(recipe["seed"])
+    train_texts, valid_texts = unsup_split(recipe["valid_reviews"])
+    start = time.perf_counter()
+    tokenizer = ByteLevelBPE.train(train_texts, TOKENIZER_RECIPE["vocab_size"],
+                                   min_frequency=TOKENIZER_RECIPE["min_frequency"], special_tokens=GPT_SPECIALS)
+    tokenizer_seconds = time.perf_counter() - start
+    train_stream, valid_stream = encode_stream(tokenizer, train_texts), encode_stream(tokenizer, valid_texts)
+    print(f"tokenizer: {len(tokenizer)} tokens in {tokenizer_seconds:.0f} s; train stream {train_stream.numel():,} "
+          f"tokens, held-out {valid_stream.numel():,}", flush=True)
+
+    config = GPTConfig(vocab_size=len(tokenizer), **PRETRAIN_CONFIG)
+    model = GPT(config)
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": recipe["weight_decay"]},
+                             {"params": no_decay, "weight_decay": 0.0}], lr=recipe["lr"], betas=recipe["betas"])
+    trainer = Trainer(model, opt, next_token_loss,
+                      [WarmupCosine(recipe["steps"], recipe["warmup"], recipe["min_ratio"]),
+                       GradientClipping(recipe["clip"]), PrintEvery(100)], device="cpu")
+    start = time.perf_counter()
+    trainer.fit(lambda epoch: random_windows(train_stream, config.block_size, recipe["batch_size"], recipe["steps"],
+                                             recipe["seed"]), epochs=1)
+    train_seconds = time.perf_counter() - start
+
+    valid_nll = evaluate_stream(model, valid_stream, recipe["valid_windows"])
+    n_tokens = min(recipe["valid_windows"], (valid_stream.numel() - 1) // config.block_size) * config.block_size
+    n_chars = len(tokenizer.decode(valid_stream[1: n_tokens + 1].tolist()))
+    report = {
+        "model": "GPT (lmlib.models.gpt), pre-norm, pretrained on IMDb's unlabelled reviews",
+        "config": config.__dict__, "tokenizer": {**TOKENIZER_RECIPE, "special_tokens": list(GPT_SPECIALS),
+                                                 "train_seconds": tokenizer_seconds},
+        "recipe": recipe, "parameters": model.num_parameters(),
+        "tokens_seen": recipe["steps"] * recipe["batch_size"] * config.block_size,
+        "train_stream_tokens": int(train_stream.numel()),
+        "final_train_loss": trainer.batch_losses[-1],
+        "mean_train_loss_last_100": sum(trainer.batch_losses[-100:]) / len(trainer.batch_losses[-100:]),
+        "valid_tokens": n_tokens, "valid_nll": valid_nll, "valid_ppl": math.exp(valid_nll),
+        "valid_bits_per_char": valid_nll * n_tokens / n_chars / math.log(2),
+        "train_seconds": train_seconds, "torch_threads": torch.get_num_threads(),
+    }
+    return save_shipped(out_dir, NAME, model.state_dict(), config.__dict__, report,
+                        side_files={"tokenizer.json": tokenizer.save}, skip=("lm_head.weight",))
+
+
+def load_pretrained(directory: str | Path = CHECKPOINT_DIR) -> tuple[GPT, ByteLevelBPE, dict]:
+    """``(model, tokenizer, report)`` of the shipped IMDb GPT, after checking every file's sha256; eval mode."""
+    config, tensors, report = load_shipped(directory, NAME, REBUILD)
+    model = GPT(GPTConfig(**config))
+    if model.config.tie_embeddings:
+        tensors["lm_head.weight"] = tensors["tok_emb.weight"]
+    model.load_state_dict(tensors)
+    return model.eval(), ByteLevelBPE.load(Path(directory) / "tokenizer.json"), report
+
+
+# -- GPT-1 fine-tuning on labelled reviews ----------------------------------------------------------------
+
+FINETUNE_RECIPE = dict(max_len=128, batch_size=16, lr=5e-4, warmup_frac=0.1, weight_decay=0.01, dropout=0.1,
+                       clip=1.0, min_steps=80, epochs=3)
+
+
+def pretrained_classifier(num_classes: int = 2, pretrained: bool = True, dropout: float = FINETUNE_RECIPE["dropout"],
+                          directory: str | Path = CHECKPOINT_DIR) -> tuple[GPTClassifier, ByteLevelBPE]:
+    """A :class:`GPTClassifier` on the shipped IMDb GPT (``pretrained=False``: the same architecture and tokenizer,
+    random weights), with ``dropout`` inside the GPT and before the head, as GPT-1 fine-tunes (0.1)."""
+    gpt, tokenizer, _ = load_pretrained(directory)
+    fresh = GPT(GPTConfig(**{**gpt.config.__dict__, "dropout": dropout}))
+    if pretrained:
+        fresh.load_state_dict(gpt.state_dict())
+    return GPTClassifier(fresh, num_classes, dropout), tokenizer
+
+
+def review_inputs(tokenizer: ByteLevelBPE, texts: Sequence[str], max_len: int = FINETUNE_RECIPE["max_len"]) -> list[list[int]]:
+    """``[start] review [extract]`` for each review, cut to ``max_len`` tokens by head_and_tail."""
+    tokens = FinetuneTokens.from_tokenizer(tokenizer)
+    return [classification_input(tokenizer.encode(t) or [tokens.pad], tokens, max_len) for t in texts]
+
+
+def finetune_classifier(model: GPTClassifier, inputs: Sequence[Sequence[int]], labels: Sequence[int], lam: float,
+                        pad: int, seed: int = 0, callbacks=(), **overrides) -> Trainer:
+    """Fine-tune on ``inputs`` with L_3 = L_2 + λ·L_1 (λ = ``lam``): AdamW, linear warm-up then cosine decay to 0,
+    dropout 0.1, ``epochs`` shuffled passes repeated until at least ``min_steps`` steps (so 100 labels still get a
+    useful number of updates). ``overrides`` change entries of ``FINETUNE_RECIPE``."""
+    unknown = set(overrides) - set(FINETUNE_RECIPE)
+    if unknown:
+        raise ValueError(f"unknown fine-tuning settings {sorted(unknown)}; the settings are {sorted(FINETUNE_RECIPE)}")
+    r = {**FINETUNE_RECIPE, **overrides}
+    per_epoch = math.ceil(len(inputs) / r["batch_size"])
+    epochs = max(r["epochs"], math.ceil(r["min_steps"] / per_epoch))
+    total = epochs * per_epoch
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": r["weight_decay"]},
+                             {"params": no_decay, "weight_decay": 0.0}], lr=r["lr"])
+    trainer = Trainer(model, opt, gpt_finetune_loss(lam),
+                      [WarmupCosine(total, int(r["warmup_frac"] * total), 0.0), GradientClipping(r["clip"]), *callbacks],
+                      device="cpu")
+    trainer.fit(lambda epoch: finetune_batches(inputs, labels, r["batch_size"], pad, shuffle=True, seed=seed + 1000 * epoch),
+                epochs=epochs)
+    return trainer
+
+
+def classifier_accuracy(model: GPTClassifier, inputs: Sequence[Sequence[int]], labels: Sequence[int], pad: int,
+                        batch_size: int = 64) -> float:
+    """The share of ``inputs`` classified as their label."""
+    return evaluate(model, gpt_finetune_loss(0.0), finetune_batches(inputs, labels, batch_size, pad)).accuracy
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m lmlib.recipes.gpt",
+                                     description="Reproduce the GPT checkpoint shipped in lmlib/pretrained/gpt_imdb.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("pretrain", help="train the byte-level BPE and the GPT on IMDb's unlabelled reviews (seeded)")
+    p.add_argument("--out", required=True, help="folder for gpt_imdb.safetensors, tokenizer.json and pretrain.json")
+    p.add_argument("--steps", type=int, default=None, help=f"optimizer steps (default {PRETRAIN_RECIPE['steps']})")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (the shipped run used 1)")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    if args.command == "pretrain":
+        report = pretrain(args.out, args.steps)
+        print(json.dumps({k: v for k, v in report.items() if k != "config"}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
