@@ -1,0 +1,338 @@
+"""An ELMo biLM pretrained on IMDb reviews: the tokenizer, the sentence data, the seeded recipe behind the checkpoint
+shipped in ``lmlib/pretrained/elmo_imdb/``, and its loader.
+
+Peters et al. (2018) train their biLM on the 1B Word Benchmark (about 800M words, 10 epochs) with 4096-cell LSTMs
+and a 2048-filter character CNN. This recipe trains the same objective (eq. 1: forward plus backward NLL, shared
+character encoder and softmax) at a size one CPU core finishes in about twenty minutes: IMDb's 50,000 unlabelled
+reviews cut into sentences of at most 40 words, a character CNN of 256 filters with two highway layers, two LSTM
+layers of 512 cells projected to 128, and a word-level softmax over the 10,000 most frequent lower-cased words.
+
+Tokens (:func:`tokenize`): runs of letters (with inner apostrophes, ``don't``), numbers, and every other
+non-space character alone. The **inputs keep their case** and are read character by character, so every word,
+however rare, gets its own vector; the **softmax predicts the lower-cased word**, and a word outside the 10,000
+kept types is predicted as ``<unk>`` (a target only: it is never an input). Perplexities are therefore over this
+capped vocabulary, ``<unk>`` included, and are reported for each direction separately.
+
+``python -m lmlib.recipes.elmo pretrain --out lmlib/pretrained/elmo_imdb`` reproduces the checkpoint;
+:func:`load_pretrained` verifies its sha256 before loading.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..data import load_imdb
+from ..models.elmo import BiLM, BiLMConfig, ScalarMix, elmo_representations, encode_sentences, encode_word_ids
+from ..runtime import eval_mode, seed_everything
+from ..text.vocab import SPECIALS, UNK, Vocab
+from ..training.callbacks import GradientClipping, PrintEvery
+from ..training.schedules import WarmupCosine
+from ..training.trainer import Trainer
+from .shipping import PRETRAINED_DIR, load_shipped, save_shipped
+
+NAME = "elmo_imdb"
+CHECKPOINT_DIR = PRETRAINED_DIR / NAME
+REBUILD = "python -m lmlib.recipes.elmo pretrain --out lmlib/pretrained/elmo_imdb"
+
+PRETRAIN_CONFIG = dict(embed_size=128, hidden_size=512, num_layers=2, dropout=0.1, char_embed_size=16,
+                       filters=((1, 32), (2, 32), (3, 64), (4, 64), (5, 64)), num_highway=2, max_chars=20)
+PRETRAIN_RECIPE = dict(seed=0, vocab_size=10000, max_words=40, min_words=3, batch_size=32, steps=1200, lr=3e-3,
+                       warmup=100, min_ratio=0.05, clip=1.0, valid_reviews=1000, valid_sentences=2000)
+
+_TOKEN = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)*|\d+(?:[.,]\d+)*|[^\w\s]|_")
+_SENTENCE_END = {".", "!", "?"}
+
+
+def tokenize(text: str) -> list[str]:
+    """Tokens of ``text``: letter runs (inner apostrophes kept: ``don't``, ``Spielberg's``), numbers (``3.5``,
+    ``1,000``), and each other non-space character alone (``.``, ``(``, ``-``). Case is kept."""
+    return _TOKEN.findall(text)
+
+
+def sentences_of(text: str, max_words: int = PRETRAIN_RECIPE["max_words"],
+                 min_words: int = PRETRAIN_RECIPE["min_words"]) -> list[list[str]]:
+    """A review as sentences: a sentence ends after ``.``, ``!`` or ``?`` or at a line break; one longer than
+    ``max_words`` is cut into pieces of ``max_words`` (the last piece kept if it has ``min_words``); sentences
+    of fewer than ``min_words`` tokens are dropped."""
+    out: list[list[str]] = []
+    for line in text.split("\n"):
+        current: list[str] = []
+        for tok in tokenize(line):
+            current.append(tok)
+            if tok in _SENTENCE_END:
+                out.append(current)
+                current = []
+        if current:
+            out.append(current)
+    pieces = [s[i: i + max_words] for s in out for i in range(0, len(s), max_words)]
+    return [p for p in pieces if len(p) >= min_words]
+
+
+def target_vocab(sentences: Sequence[Sequence[str]], size: int = PRETRAIN_RECIPE["vocab_size"]) -> Vocab:
+    """The softmax's vocabulary: ``<pad> <unk> <bos> <eos>`` then the most frequent lower-cased words, ``size``
+    types in all."""
+    counts = Counter(w.lower() for s in sentences for w in s)
+    return Vocab(counts, max_size=size, specials=SPECIALS, unk=UNK)
+
+
+def encode_batch(sentences: Sequence[Sequence[str]], vocab: Vocab,
+                 max_chars: int = PRETRAIN_CONFIG["max_chars"]) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(char_ids (B, T, max_chars), word_ids (B, T))`` of ``<bos> sentence <eos>``: characters of the cased
+    words, softmax ids of the lower-cased ones."""
+    return (encode_sentences(sentences, max_chars),
+            encode_word_ids([[w.lower() for w in s] for s in sentences], vocab))
+
+
+def unsup_sentences(valid_reviews: int = PRETRAIN_RECIPE["valid_reviews"]) -> tuple[list[list[str]], list[list[str]]]:
+    """IMDb's 50,000 unlabelled reviews as sentences, (train, held-out): the last ``valid_reviews`` reviews are
+    held out."""
+    texts = load_imdb("unsup").texts
+    if not 0 < valid_reviews < len(texts):
+        raise ValueError(f"valid_reviews must be in (0, {len(texts)}), got {valid_reviews}")
+    split = lambda part: [s for t in part for s in sentences_of(t)]  # noqa: E731
+    return split(texts[:-valid_reviews]), split(texts[-valid_reviews:])
+
+
+def random_batches(sentences: Sequence[Sequence[str]], vocab: Vocab, batch_size: int, steps: int, seed: int,
+                   max_chars: int = PRETRAIN_CONFIG["max_chars"]) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """``steps`` batches of ``batch_size`` sentences drawn at seeded random, each as :func:`encode_batch`."""
+    g = torch.Generator().manual_seed(seed)
+    for _ in range(steps):
+        idx = torch.randint(0, len(sentences), (batch_size,), generator=g).tolist()
+        yield encode_batch([sentences[i] for i in idx], vocab, max_chars)
+
+
+def bilm_loss(model: BiLM, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    """The Trainer's loss: eq. 1's joint objective, forward plus backward mean NLL."""
+    return model.loss(*batch)
+
+
+def evaluate_bilm(model: BiLM, sentences: Sequence[Sequence[str]], vocab: Vocab, batch_size: int = 64) -> dict:
+    """Forward and backward perplexity over ``sentences`` (every predicted word counts once; ``<bos>``/``<eos>``
+    targets included, as in training), and the number of predicted words."""
+    totals, n_words = [0.0, 0.0], 0
+    with eval_mode(model), torch.no_grad():
+        for i in range(0, len(sentences), batch_size):
+            chunk = sentences[i: i + batch_size]
+            chars, ids = encode_batch(chunk, vocab, model.config.max_chars)
+            n = sum(len(s) + 1 for s in chunk)  # <bos> w_1..w_N <eos>: N + 1 predictions per direction
+            for d, nll in enumerate(model.nll(chars, ids)):
+                totals[d] += nll.item() * n
+            n_words += n
+    fwd, bwd = (t / n_words for t in totals)
+    return {"forward_nll": fwd, "backward_nll": bwd, "forward_ppl": math.exp(fwd), "backward_ppl": math.exp(bwd),
+            "predicted_words": n_words}
+
+
+def pretrain(out_dir: str | Path, steps: int | None = None, print_every: int = 100) -> dict:
+    """Train the biLM with the seeded ``PRETRAIN_RECIPE``; write the checkpoint to ``out_dir``."""
+    recipe = dict(PRETRAIN_RECIPE, steps=steps or PRETRAIN_RECIPE["steps"])
+    recipe["warmup"] = min(recipe["warmup"], recipe["steps"] // 10)
+    seed_everything(recipe["seed"])
+    start = time.perf_counter()
+    train, valid = unsup_sentences(recipe["valid_reviews"])
+    vocab = target_vocab(train, recipe["vocab_size"])
+    valid = valid[: recipe["valid_sentences"]]
+    n_words = sum(len(s) for s in train)
+    counts = Counter(w.lower() for s in train for w in s)
+    coverage = sum(counts[w] for w in vocab.itos if w in counts) / n_words
+    print(f"data: {len(train):,} train sentences ({n_words:,} words), {len(valid):,} held-out; vocabulary "
+          f"{len(vocab):,} covers {coverage:.1%} of train words; {time.perf_counter() - start:.0f} s", flush=True)
+
+    config = BiLMConfig(vocab_size=len(vocab), **PRETRAIN_CONFIG)
+    model = BiLM(config)
+    opt = torch.optim.Adam(model.parameters(), lr=recipe["lr"])
+    trainer = Trainer(model, opt, bilm_loss,
+                      [WarmupCosine(recipe["steps"], recipe["warmup"], recipe["min_ratio"]),
+                       GradientClipping(recipe["clip"]), PrintEvery(print_every)], device="cpu")
+    start = time.perf_counter()
+    tokens = [0]
+
+    def batches(epoch):
+        for chars, ids in random_batches(train, vocab, recipe["batch_size"], recipe["steps"], recipe["seed"],
+                                         config.max_chars):
+            tokens[0] += int((ids != vocab.stoi[SPECIALS[0]]).sum())
+            yield chars, ids
+
+    trainer.fit(batches, epochs=1)
+    train_seconds = time.perf_counter() - start
+    metrics = evaluate_bilm(model, valid, vocab)
+    print(f"held-out: forward perplexity {metrics['forward_ppl']:.1f}, backward {metrics['backward_ppl']:.1f}",
+          flush=True)
+    report = {
+        "model": "ELMo biLM (lmlib.models.elmo), pretrained on IMDb's unlabelled reviews",
+        "config": config.__dict__, "recipe": recipe, "parameters": sum(p.numel() for p in model.parameters()),
+        "train_sentences": len(train), "train_words": n_words, "vocab_coverage": coverage,
+        "tokens_seen": tokens[0], "steps": trainer.step,
+        "final_train_loss": trainer.batch_losses[-1],
+        "mean_train_loss_last_100": sum(trainer.batch_losses[-100:]) / len(trainer.batch_losses[-100:]),
+        "valid_sentences": len(valid), **{f"valid_{k}": v for k, v in metrics.items()},
+        "train_seconds": train_seconds, "torch_threads": torch.get_num_threads(),
+    }
+    return save_shipped(out_dir, NAME, model.state_dict(), config.__dict__, report,
+                        side_files={"vocab.json": vocab.save})
+
+
+def load_pretrained(directory: str | Path = CHECKPOINT_DIR) -> tuple[BiLM, Vocab, dict]:
+    """``(bilm, vocab, report)`` of the shipped IMDb biLM, after checking every file's sha256; eval mode."""
+    config, tensors, report = load_shipped(directory, NAME, REBUILD)
+    config["filters"] = tuple(tuple(f) for f in config["filters"])
+    model = BiLM(BiLMConfig(**config))
+    model.load_state_dict(tensors)
+    return model.eval(), Vocab.load(Path(directory) / "vocab.json"), report
+
+
+# -- features: every layer at every word, and reviews pooled ------------------------------------------------
+
+def token_features(bilm: BiLM, sentences: Sequence[Sequence[str]], batch_size: int = 128) -> torch.Tensor:
+    """``(n_words, L + 1, 2d)``: ELMo's L + 1 layers at every word of ``sentences``, in sentence and word order.
+
+    Each sentence is read alone, wrapped in ``<bos> ... <eos>`` as in pretraining (:func:`elmo_representations`);
+    batches group sentences of similar length so little time goes to padding. An empty sentence adds no rows."""
+    order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
+    per_sentence: dict[int, torch.Tensor] = {}
+    for start in range(0, len(order), batch_size):
+        idx = [i for i in order[start: start + batch_size] if sentences[i]]
+        if not idx:
+            continue
+        layers, _ = elmo_representations(bilm, [list(sentences[i]) for i in idx], "all")  # (L + 1, B, T, 2d)
+        for b, i in enumerate(idx):
+            per_sentence[i] = layers[:, b, : len(sentences[i])].transpose(0, 1)  # (n_i, L + 1, 2d)
+    width = (bilm.config.num_layers + 1, 2 * bilm.config.embed_size)
+    rows = [per_sentence[i] for i in range(len(sentences)) if i in per_sentence]
+    return torch.cat(rows) if rows else torch.zeros(0, *width)
+
+
+def review_sentences(text: str, max_tokens: int) -> list[list[str]]:
+    """The truncation rule for a review: its sentences (:func:`sentences_of`, pieces of at most 40 words, none
+    dropped for shortness) taken in order until ``max_tokens`` tokens are read, the last one cut to fit."""
+    out, left = [], max_tokens
+    for sentence in sentences_of(text, min_words=1):
+        if left <= 0:
+            break
+        out.append(sentence[:left])
+        left -= len(out[-1])
+    return out
+
+
+def pooled_features(bilm: BiLM, texts: Sequence[str], max_tokens: int, batch_size: int = 128) -> torch.Tensor:
+    """``(n_texts, L + 1, 2d)``: every layer averaged over the words of each text's first ``max_tokens`` tokens
+    (:func:`review_sentences`); a text with no tokens gets zeros. Mean pooling is linear, so the scalar mix of
+    these averages equals the average of the per-word mixes."""
+    sentences, owner = [], []
+    for t, text in enumerate(texts):
+        for sentence in review_sentences(text, max_tokens):
+            sentences.append(sentence)
+            owner.append(t)
+    words = token_features(bilm, sentences, batch_size)  # (n_words, L + 1, 2d)
+    index = torch.tensor([t for t, s in zip(owner, sentences) for _ in s], dtype=torch.long)
+    sums = torch.zeros(len(texts), *words.shape[1:]).index_add_(0, index, words)
+    counts = torch.zeros(len(texts)).index_add_(0, index, torch.ones(len(index)))
+    return sums / counts.clamp(min=1).view(-1, 1, 1)
+
+
+# -- probes: a classifier on frozen features of one layer or of the scalar mix -------------------------------
+
+def standardize(train: torch.Tensor, *others: torch.Tensor) -> list[torch.Tensor]:
+    """Each feature of ``(n, L + 1, D)`` features shifted and scaled by its mean and standard deviation on
+    ``train``; the same shift and scale applied to ``others``."""
+    mu, sd = train.mean(0, keepdim=True), train.std(0, keepdim=True).clamp(min=1e-6)
+    return [(x - mu) / sd for x in (train, *others)]
+
+
+class FeatureProbe(nn.Module):
+    """``(n, L + 1, D) -> (n, classes)`` logits from one layer (``layer`` j) or from ``ScalarMix`` of all layers
+    (``layer=None``: s = softmax(w) and γ learned with the classifier), then a linear layer, or with ``hidden``
+    units a one-hidden-layer MLP with dropout."""
+
+    def __init__(self, num_layers: int, dim: int, num_classes: int, layer: int | None, hidden: int = 0,
+                 dropout: float = 0.0):
+        super().__init__()
+        if layer is not None and not 0 <= layer < num_layers:
+            raise ValueError(f"layer must be in 0..{num_layers - 1} or None for the scalar mix, got {layer}")
+        self.layer = layer
+        self.mix = ScalarMix(num_layers) if layer is None else None
+        head = [nn.Linear(dim, num_classes)] if not hidden else [
+            nn.Dropout(dropout), nn.Linear(dim, hidden), nn.ReLU(), nn.Dropout(dropout), nn.Linear(hidden, num_classes)]
+        self.head = nn.Sequential(*head)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.mix is None:
+            return self.head(x[:, self.layer])
+        layers = [h.unsqueeze(1) for h in x.unbind(1)]  # L + 1 of (n, 1, D): ScalarMix reads (batch, time, dim)
+        return self.head(self.mix(layers).squeeze(1))
+
+
+def _xent(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    x, y = batch
+    return F.cross_entropy(model(x), y)
+
+
+class BagOfEmbeddings(nn.Module):
+    """The from-scratch baseline of the transfer experiment: ``ids (n, T) -> (n, classes)``, the mean of learned
+    word vectors over a text's non-padding ids (``pad_id``), then the head of :class:`FeatureProbe`."""
+
+    def __init__(self, vocab_size: int, embed_size: int, num_classes: int, hidden: int = 0, dropout: float = 0.0,
+                 pad_id: int = 0):
+        super().__init__()
+        self.pad_id = pad_id
+        self.embedding = nn.Embedding(vocab_size, embed_size, padding_idx=pad_id)
+        self.head = FeatureProbe(1, embed_size, num_classes, 0, hidden, dropout).head
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        real = ids.ne(self.pad_id).unsqueeze(-1).float()  # (n, T, 1)
+        mean = (self.embedding(ids) * real).sum(1) / real.sum(1).clamp(min=1)  # (n, embed_size)
+        return self.head(mean)
+
+
+def train_full_batch(model: nn.Module, x: torch.Tensor, y: torch.Tensor, steps: int = 300, lr: float = 0.01,
+                     weight_decay: float = 1e-4) -> nn.Module:
+    """``model`` trained by the :class:`Trainer` with full-batch Adam for ``steps`` steps on ``(x, y)``; eval mode."""
+    opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
+    Trainer(model, opt, _xent, device="cpu").fit([(x, y)] * steps, epochs=1)
+    return model.eval()
+
+
+def fit_probe(train_x: torch.Tensor, train_y: torch.Tensor, layer: int | None, num_classes: int, seed: int = 0,
+              steps: int = 300, lr: float = 0.01, weight_decay: float = 1e-4, hidden: int = 0,
+              dropout: float = 0.0) -> FeatureProbe:
+    """A :class:`FeatureProbe` on ``(n, L + 1, D)`` standardized features, trained by :func:`train_full_batch`."""
+    torch.manual_seed(seed)
+    probe = FeatureProbe(train_x.size(1), train_x.size(2), num_classes, layer, hidden, dropout)
+    return train_full_batch(probe, train_x, train_y, steps, lr, weight_decay)
+
+
+def probe_accuracy(probe: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
+    """The share of rows of ``x`` whose predicted class is ``y``."""
+    with torch.no_grad(), eval_mode(probe):
+        return float((probe(x).argmax(-1) == y).float().mean())
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m lmlib.recipes.elmo",
+                                     description="Reproduce the ELMo biLM shipped in lmlib/pretrained/elmo_imdb.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("pretrain", help="train the biLM on IMDb's unlabelled reviews (seeded)")
+    p.add_argument("--out", required=True, help="folder for elmo_imdb.safetensors, vocab.json and pretrain.json")
+    p.add_argument("--steps", type=int, default=None, help=f"optimizer steps (default {PRETRAIN_RECIPE['steps']})")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (the shipped run used 1)")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    if args.command == "pretrain":
+        report = pretrain(args.out, args.steps)
+        print(json.dumps({k: v for k, v in report.items() if k != "config"}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
