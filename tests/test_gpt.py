@@ -250,3 +250,29 @@ def test_from_pretrained_offline_fails_clearly(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(OSError, match=r"could not load GPT-2 weights 'gpt2'.*HF_HUB_OFFLINE"):
         GPT.from_pretrained("gpt2", cache_dir=str(tmp_path))
+
+
+def test_hub_reachable_asks_nothing_when_offline_and_says_no_without_network(monkeypatch):
+    import socket
+
+    from lmlib.models.state_dicts import hub_reachable
+
+    calls = []
+
+    def refuse(address, timeout):
+        calls.append(address)
+        raise OSError("no route to host")
+
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert hub_reachable() is False and calls == []  # the variable alone decides: no connection is tried
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    assert hub_reachable() is False and calls == [("huggingface.co", 443)]
+
+    class Connection:
+        def close(self):
+            calls.append("closed")
+
+    monkeypatch.setattr(socket, "create_connection", lambda address, timeout: Connection())
+    assert hub_reachable() is True and calls[-1] == "closed"

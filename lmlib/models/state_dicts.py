@@ -41,6 +41,22 @@ def check_state_dict(model: nn.Module, state_dict: Mapping[str, torch.Tensor], *
                              f"{config_name} the checkpoint was saved with")
 
 
+def hub_reachable(timeout: float = 2.0) -> bool:
+    """Whether the Hugging Face Hub can be asked for weights now: False at once when HF_HUB_OFFLINE or
+    TRANSFORMERS_OFFLINE is set, else whether huggingface.co answers a TCP connection within ``timeout`` seconds
+    (so a notebook without network says so in a moment instead of waiting out transformers' retries)."""
+    import os
+    import socket
+
+    if any(os.environ.get(v, "") not in ("", "0") for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")):
+        return False
+    try:
+        socket.create_connection(("huggingface.co", 443), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
 def hf_from_pretrained(class_name: str, name: str, what: str, build_instead: str, **hf_kwargs) -> nn.Module:
     """``transformers.<class_name>.from_pretrained(name)``, with errors that say what to do offline.
 

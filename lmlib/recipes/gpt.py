@@ -156,6 +156,21 @@ def load_pretrained(directory: str | Path = CHECKPOINT_DIR) -> tuple[GPT, ByteLe
     return model.eval(), ByteLevelBPE.load(Path(directory) / "tokenizer.json"), report
 
 
+def shakespeare_chars(valid_frac: float = 0.1) -> tuple[list[str], torch.Tensor, torch.Tensor]:
+    """Tiny Shakespeare as character ids: ``(itos, train, valid)``, the first 90% for training and the last 10%
+    held out (the split of the committed character-GPT run in tests/benchmarks/results/gpt.json)."""
+    from ..data import load_tiny_shakespeare
+
+    if not 0 < valid_frac < 1:
+        raise ValueError(f"valid_frac must be in (0, 1), got {valid_frac}")
+    text = load_tiny_shakespeare()
+    itos = sorted(set(text))
+    stoi = {c: i for i, c in enumerate(itos)}
+    ids = torch.tensor([stoi[c] for c in text], dtype=torch.long)
+    cut = int(len(ids) * (1 - valid_frac))
+    return itos, ids[:cut], ids[cut:]
+
+
 # -- GPT-1 fine-tuning on labelled reviews ----------------------------------------------------------------
 
 FINETUNE_RECIPE = dict(max_len=128, batch_size=16, lr=5e-4, warmup_frac=0.1, weight_decay=0.01, dropout=0.1,
