@@ -1,0 +1,400 @@
+"""A small BERT pretrained on IMDb reviews: the WordPiece vocabulary, the seeded recipe behind the checkpoint
+shipped in ``lmlib/pretrained/bert_imdb/``, its loader, and [CLS] fine-tuning for classification.
+
+Devlin et al. (2019) pretrain BERT-base (L=12, H=768) on BooksCorpus and English Wikipedia (3.3B words) for
+1,000,000 steps of 256 sequences of up to 512 tokens with two objectives, masked LM and next sentence prediction
+(§3.1, Appendix A.2). This is the same pair of objectives at a scale one CPU core finishes in about twenty minutes:
+
+* text: IMDb's 50,000 unlabelled reviews (Maas et al. 2011); the last ``valid_reviews`` are held out and never
+  trained on;
+* vocabulary: lmlib's WordPiece trainer (:meth:`lmlib.text.tokenizers.WordPiece.train`) on the training reviews;
+* documents = reviews, sentences split by :func:`split_sentences` (a simple rule, see there); one segment is one
+  sentence, pairs come from :func:`lmlib.text.bert_data.sentence_pairs` (50% IsNext), masking from
+  :func:`lmlib.text.bert_data.mask_tokens` (15%, 80/10/10);
+* model: a 4-layer BERT with d_model 128 (``PRETRAIN_CONFIG``), sized from a measured step time so the run fits
+  about twenty minutes on one thread;
+* optimizer as in Appendix A.2: Adam(β₁=0.9, β₂=0.999), weight decay 0.01, linear warm-up then linear decay.
+
+``python -m lmlib.recipes.bert pretrain --out lmlib/pretrained/bert_imdb`` reproduces the checkpoint;
+:func:`load_pretrained` verifies its sha256 before loading. The validation metrics (MLM loss and accuracy at the
+chosen positions, NSP loss and accuracy) are measured on pairs from the held-out reviews with a fixed masking
+seed, after the weights are rounded to fp16 as shipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..data import load_imdb
+from ..models.bert import Bert, BertConfig
+from ..runtime import eval_mode, seed_everything
+from ..text.bert_data import IGNORE_INDEX, PretrainingBatch, SentencePair, SpecialIds, pretraining_batch, sentence_pairs
+from ..text.tokenizers import WordPiece
+from ..training.callbacks import GradientClipping, LRSchedule, PrintEvery
+from ..training.trainer import BatchResult, Callback, Trainer
+from .shipping import PRETRAINED_DIR, load_shipped, save_shipped
+
+NAME = "bert_imdb"
+CHECKPOINT_DIR = PRETRAINED_DIR / NAME
+REBUILD = "python -m lmlib.recipes.bert pretrain --out lmlib/pretrained/bert_imdb"
+
+TOKENIZER_RECIPE = dict(vocab_size=8192, min_frequency=2, score="frequency")
+PRETRAIN_CONFIG = dict(block_size=128, num_layers=4, num_heads=4, d_model=128, d_ff=512, dropout=0.1)
+PRETRAIN_RECIPE = dict(seed=0, batch_size=32, steps=1500, lr=1e-3, warmup_frac=0.1, weight_decay=0.01,
+                       betas=(0.9, 0.999), clip=1.0, mask_rate=0.15, max_len=128, valid_reviews=1000,
+                       valid_pairs=2000, valid_seed=1, curve_every=100)
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+|\n+")
+
+
+# -- text -> documents of sentences ------------------------------------------------------------------------
+
+def split_sentences(text: str) -> list[str]:
+    """The sentences of a review by a simple rule: a break after ``.``, ``!`` or ``?`` (and any closing quote or
+    bracket right after it) followed by white space, and at every line break (IMDb's ``<br />`` paragraph
+    breaks). Empty pieces are dropped. Abbreviations are not recognised ("Mr. Smith" becomes two sentences);
+    for pretraining pairs this only moves some boundaries. The closing quotes and brackets are part of the break,
+    so they are dropped with it: ``'He said "no." Then'`` gives ``['He said "no.', 'Then']``.
+
+    >>> split_sentences("Great film. Loved it!\\n\\nThe end")
+    ['Great film.', 'Loved it!', 'The end']
+    """
+    return [s.strip() for s in _SENTENCE_END.split(text) if s and s.strip()]
+
+
+def encode_documents(tokenizer: WordPiece, texts: Sequence[str]) -> list[list[list[int]]]:
+    """Each text as a document: a list of sentences (:func:`split_sentences`), each a list of WordPiece ids;
+    sentences that give no token are dropped."""
+    documents = []
+    for text in texts:
+        sentences = [tokenizer.encode(s) for s in split_sentences(text)]
+        documents.append([s for s in sentences if s])
+    return documents
+
+
+def unsup_split(valid_reviews: int = PRETRAIN_RECIPE["valid_reviews"]) -> tuple[list[str], list[str]]:
+    """IMDb's 50,000 unlabelled reviews as (train, held-out): the last ``valid_reviews`` are held out."""
+    texts = load_imdb("unsup").texts
+    if not 0 < valid_reviews < len(texts):
+        raise ValueError(f"valid_reviews must be in (0, {len(texts)}), got {valid_reviews}")
+    return list(texts[:-valid_reviews]), list(texts[-valid_reviews:])
+
+
+def train_tokenizer(texts: Sequence[str]) -> WordPiece:
+    """lmlib's WordPiece trained on ``texts`` with ``TOKENIZER_RECIPE`` (BERT's five special tokens first)."""
+    return WordPiece.train(texts, TOKENIZER_RECIPE["vocab_size"], score=TOKENIZER_RECIPE["score"],
+                           min_frequency=TOKENIZER_RECIPE["min_frequency"])
+
+
+# -- the pretraining objective -------------------------------------------------------------------------------
+
+def warmup_linear(t: int, T: int, warmup: int) -> float:
+    """BERT's rate factor at step t of T (Appendix A.2: "learning rate warmup over the first 10,000 steps, and
+    linear decay of the learning rate"): (t + 1) / warmup while t < warmup, then (T − t) / (T − warmup)."""
+    if not 0 <= warmup < T:
+        raise ValueError(f"warmup must be in [0, T) = [0, {T}), got {warmup}")
+    if not 0 <= t < T:
+        raise ValueError(f"step t={t} is outside the schedule's {T} steps")
+    return (t + 1) / warmup if t < warmup else (T - t) / (T - warmup)
+
+
+def pretraining_loss(model: Bert, batch: PretrainingBatch) -> BatchResult:
+    """L = L_MLM + L_NSP: the mean cross-entropy of the original tokens at the chosen positions plus the mean
+    cross-entropy of IsNext/NotNext (§3.1, Appendix A.2: "the sum of the mean masked LM likelihood and the mean
+    next sentence prediction likelihood"). ``n`` counts the sequences."""
+    chosen = batch.mlm_labels != IGNORE_INDEX
+    out = model(batch.input_ids, batch.segment_ids, batch.attention_mask, masked_positions=chosen)
+    mlm = F.cross_entropy(out.mlm_logits, batch.mlm_labels[chosen])
+    nsp = F.cross_entropy(out.nsp_logits, batch.nsp_labels)
+    return BatchResult(mlm + nsp, n=batch.nsp_labels.numel())
+
+
+def pair_batches(pairs: Sequence[SentencePair], specials: SpecialIds, vocab_size: int, batch_size: int,
+                 steps: int, seed: int, max_len: int, mask_rate: float = 0.15) -> Iterator[PretrainingBatch]:
+    """``steps`` batches of ``batch_size`` pairs drawn in a seeded shuffled order (passes repeat when the pairs
+    run out), each encoded, padded and masked by :func:`~lmlib.text.bert_data.pretraining_batch`."""
+    g = torch.Generator().manual_seed(seed)
+    order: list[int] = []
+    for _ in range(steps):
+        if len(order) < batch_size:
+            order += torch.randperm(len(pairs), generator=g).tolist()
+        rows, order = order[:batch_size], order[batch_size:]
+        yield pretraining_batch([pairs[i] for i in rows], specials, vocab_size, max_len, mask_rate, g)
+
+
+@torch.no_grad()
+def evaluate_pretraining(model: Bert, pairs: Sequence[SentencePair], specials: SpecialIds, max_len: int = 128,
+                         mask_rate: float = 0.15, seed: int = 1, batch_size: int = 128) -> dict:
+    """MLM loss and accuracy (over all chosen positions) and NSP loss and accuracy (over pairs) on ``pairs``,
+    masked with a generator seeded by ``seed``, so the same pairs and seed give the same numbers."""
+    g = torch.Generator().manual_seed(seed)
+    mlm_sum = mlm_right = n_chosen = nsp_sum = nsp_right = 0.0
+    with eval_mode(model):
+        for i in range(0, len(pairs), batch_size):
+            b = pretraining_batch(pairs[i: i + batch_size], specials, model.config.vocab_size, max_len, mask_rate, g)
+            chosen = b.mlm_labels != IGNORE_INDEX
+            out = model(b.input_ids, b.segment_ids, b.attention_mask, masked_positions=chosen)
+            target = b.mlm_labels[chosen]
+            mlm_sum += F.cross_entropy(out.mlm_logits, target, reduction="sum").item()
+            mlm_right += (out.mlm_logits.argmax(-1) == target).sum().item()
+            n_chosen += target.numel()
+            nsp_sum += F.cross_entropy(out.nsp_logits, b.nsp_labels, reduction="sum").item()
+            nsp_right += (out.nsp_logits.argmax(-1) == b.nsp_labels).sum().item()
+    return {"mlm_loss": mlm_sum / n_chosen, "mlm_accuracy": mlm_right / n_chosen, "masked_tokens": int(n_chosen),
+            "nsp_loss": nsp_sum / len(pairs), "nsp_accuracy": nsp_right / len(pairs), "pairs": len(pairs)}
+
+
+def heldout_pairs(tokenizer: WordPiece, valid_texts: Sequence[str], n: int, seed: int) -> list[SentencePair]:
+    """The first ``n`` sentence pairs (in a seeded order) from the held-out reviews."""
+    pairs = sentence_pairs(encode_documents(tokenizer, valid_texts), seed=seed)
+    order = torch.randperm(len(pairs), generator=torch.Generator().manual_seed(seed)).tolist()
+    return [pairs[i] for i in order[:n]]
+
+
+class HeldOutCurve(Callback):
+    """Every ``every`` steps (and after the last), :func:`evaluate_pretraining` on ``pairs``; the rows land in
+    ``rows`` as dicts with the step."""
+
+    def __init__(self, pairs: Sequence[SentencePair], specials: SpecialIds, every: int, total: int, **kwargs):
+        self.pairs, self.specials, self.every, self.total, self.kwargs = pairs, specials, every, total, kwargs
+        self.rows: list[dict] = []
+
+    def on_batch_end(self, trainer: Trainer, loss: float) -> None:
+        if trainer.step % self.every == 0 or trainer.step == self.total:
+            self.rows.append({"step": trainer.step,
+                              **evaluate_pretraining(trainer.model, self.pairs, self.specials, **self.kwargs)})
+
+
+def _round_to_fp16(model: nn.Module) -> None:
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(p.half().float())
+
+
+def pretrain(out_dir: str | Path, steps: int | None = None) -> dict:
+    """Train the WordPiece and the BERT with the seeded ``PRETRAIN_RECIPE``; write the checkpoint to ``out_dir``."""
+    recipe = dict(PRETRAIN_RECIPE, steps=steps or PRETRAIN_RECIPE["steps"])
+    seed_everything(recipe["seed"])
+    train_texts, valid_texts = unsup_split(recipe["valid_reviews"])
+    start = time.perf_counter()
+    tokenizer = train_tokenizer(train_texts)
+    tokenizer_seconds = time.perf_counter() - start
+    specials = SpecialIds.from_tokenizer(tokenizer)
+    documents = encode_documents(tokenizer, train_texts)
+    pairs = sentence_pairs(documents, seed=recipe["seed"])
+    valid = heldout_pairs(tokenizer, valid_texts, recipe["valid_pairs"], recipe["valid_seed"])
+    n_sentences = sum(len(d) for d in documents)
+    print(f"tokenizer: {len(tokenizer)} tokens in {tokenizer_seconds:.0f} s; {n_sentences:,} training sentences, "
+          f"{len(pairs):,} pairs; {len(valid)} held-out pairs", flush=True)
+
+    config = BertConfig(vocab_size=len(tokenizer), pad_id=specials.pad, **PRETRAIN_CONFIG)
+    model = Bert(config)
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": recipe["weight_decay"]},
+                             {"params": no_decay, "weight_decay": 0.0}], lr=recipe["lr"], betas=recipe["betas"])
+    T, warmup = recipe["steps"], max(1, int(recipe["warmup_frac"] * recipe["steps"]))
+    curve = HeldOutCurve(valid[:256], specials, every=recipe["curve_every"], total=T, max_len=recipe["max_len"],
+                         mask_rate=recipe["mask_rate"], seed=recipe["valid_seed"])
+    trainer = Trainer(model, opt, pretraining_loss,
+                      [LRSchedule(lambda t: warmup_linear(t, T, warmup)), GradientClipping(recipe["clip"]),
+                       PrintEvery(100), curve], device="cpu")
+    tokens_seen = [0]
+
+    def batches(epoch: int):
+        for b in pair_batches(pairs, specials, config.vocab_size, recipe["batch_size"], T, recipe["seed"],
+                              recipe["max_len"], recipe["mask_rate"]):
+            tokens_seen[0] += int(b.attention_mask.sum())
+            yield b
+
+    start = time.perf_counter()
+    trainer.fit(batches, epochs=1)
+    train_seconds = time.perf_counter() - start
+    _round_to_fp16(model)  # the metrics describe the weights as shipped
+    metrics = evaluate_pretraining(model, valid, specials, recipe["max_len"], recipe["mask_rate"], recipe["valid_seed"])
+    slice_metrics = evaluate_pretraining(model, valid[:256], specials, recipe["max_len"], recipe["mask_rate"],
+                                         recipe["valid_seed"])
+    losses = trainer.batch_losses
+    report = {
+        "model": "BERT (lmlib.models.bert), MLM + NSP pretraining on IMDb's unlabelled reviews",
+        "config": config.__dict__,
+        "tokenizer": {**TOKENIZER_RECIPE, "special_tokens": list(tokenizer.vocab[:5]),
+                      "train_seconds": tokenizer_seconds},
+        "recipe": recipe, "sentence_rule": split_sentences.__doc__.split("\n\n")[0].replace("\n    ", " "),
+        "parameters": model.num_parameters(),
+        "train_reviews": len(train_texts), "train_sentences": n_sentences, "train_pairs": len(pairs),
+        "pairs_seen": T * recipe["batch_size"], "tokens_seen": tokens_seen[0],
+        "final_train_loss": losses[-1], "mean_train_loss_last_100": sum(losses[-100:]) / len(losses[-100:]),
+        "train_loss_per_100_steps": [sum(losses[i: i + 100]) / len(losses[i: i + 100])
+                                     for i in range(0, len(losses), 100)],
+        "heldout_curve_256_pairs": curve.rows,
+        "valid": metrics, "valid_slice_256": slice_metrics,
+        "train_seconds": train_seconds, "torch_threads": torch.get_num_threads(),
+    }
+    return save_shipped(out_dir, NAME, model.state_dict(), config.__dict__, report,
+                        side_files={"tokenizer.json": tokenizer.save}, skip=("mlm.decoder.weight",))
+
+
+def load_pretrained(directory: str | Path = CHECKPOINT_DIR, **overrides) -> tuple[Bert, WordPiece]:
+    """``(model, tokenizer)`` of the shipped IMDb BERT, after checking every file's sha256; eval mode.
+
+    ``overrides`` change config fields that do not change the weights' shapes (e.g. ``dropout=0.1``).
+    The checkpoint's ``pretrain.json`` is :func:`pretrain_report`."""
+    config, tensors, _ = load_shipped(directory, NAME, REBUILD)
+    bad = set(overrides) - {"dropout", "attention_dropout"}
+    if bad:
+        raise ValueError(f"only dropout and attention_dropout can be overridden when loading, got {sorted(bad)}")
+    model = Bert(BertConfig(**{**config, **overrides}))
+    tensors["mlm.decoder.weight"] = tensors["tok_emb.weight"]  # tied: stored once
+    model.load_state_dict(tensors)
+    tokenizer = WordPiece.load(Path(directory) / "tokenizer.json")
+    if len(tokenizer) != model.config.vocab_size:
+        raise ValueError(f"tokenizer.json has {len(tokenizer)} tokens but the weights {model.config.vocab_size}: "
+                         f"they come from different runs; rebuild with `{REBUILD}`")
+    return model.eval(), tokenizer
+
+
+def pretrain_report(directory: str | Path = CHECKPOINT_DIR) -> dict:
+    """The shipped checkpoint's ``pretrain.json`` (recipe, metrics, sha256)."""
+    return json.loads((Path(directory) / "pretrain.json").read_text())
+
+
+# -- fine-tuning: [CLS] classification ----------------------------------------------------------------------
+
+class BertClassifier(nn.Module):
+    """Sentence classification as in Devlin et al. §4.1: "the final hidden vector C ∈ R^H corresponding to the
+    first input token ([CLS])" (here the pooled, tanh(h_[CLS] W_p + b_p), as in the released classifier), dropout,
+    then "a classification layer W ∈ R^{K×H}", log softmax(C Wᵀ). ``model(batch)`` takes the (input_ids,
+    segment_ids, attention_mask) of :func:`classification_batches`; returns (batch, num_classes) logits."""
+
+    def __init__(self, bert: Bert, num_classes: int = 2, dropout: float = 0.1):
+        super().__init__()
+        if bert.pooler is None:
+            raise ValueError("the classifier reads the pooled [CLS] vector; build the BERT with pooler=True")
+        self.bert = bert
+        self.dropout = nn.Dropout(dropout)
+        self.head = nn.Linear(bert.config.d_model, num_classes)
+        nn.init.normal_(self.head.weight, std=0.02)
+        nn.init.zeros_(self.head.bias)
+
+    def forward(self, input_ids: torch.Tensor, segment_ids: torch.Tensor | None = None,
+                attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        out = self.bert(input_ids, segment_ids, attention_mask)
+        return self.head(self.dropout(out.pooled))  # (B, K)
+
+
+def classifier(pretrained: bool = True, num_classes: int = 2, dropout: float = 0.1,
+               directory: str | Path = CHECKPOINT_DIR) -> tuple[BertClassifier, WordPiece]:
+    """A :class:`BertClassifier` on the shipped IMDb BERT with ``dropout`` inside and before the head
+    (``pretrained=False``: the same architecture and tokenizer from a random initialisation). The MLM and NSP
+    heads are dropped."""
+    bert, tokenizer = load_pretrained(directory)
+    config = BertConfig(**{**bert.config.__dict__, "dropout": dropout, "attention_dropout": dropout,
+                           "mlm_head": False, "nsp_head": False})
+    fresh = Bert(config)
+    if pretrained:
+        fresh.load_state_dict({k: v for k, v in bert.state_dict().items() if not k.startswith(("mlm.", "nsp."))})
+    return BertClassifier(fresh, num_classes, dropout), tokenizer
+
+
+def encode_single(tokenizer: WordPiece, texts: Sequence[str], max_len: int = 128) -> list[list[int]]:
+    """``[CLS] text [SEP]`` per text, keeping the first ``max_len − 2`` word pieces (the truncation rule of the
+    fine-tuning experiments: the start of a review)."""
+    if max_len < 3:
+        raise ValueError(f"max_len must be at least 3 ([CLS] one piece [SEP]), got {max_len}")
+    cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
+    unk = tokenizer.token_to_id(tokenizer.unk_token)
+    return [[cls_id, *((tokenizer.encode(t) or [unk])[: max_len - 2]), sep_id] for t in texts]
+
+
+def classification_batches(inputs: Sequence[Sequence[int]], labels: Sequence[int], batch_size: int, pad: int,
+                           shuffle: bool = False, seed: int = 0) -> list[tuple]:
+    """``((input_ids, segment_ids, attention_mask), labels)`` batches, right-padded with ``pad``; all segment
+    ids 0 (one segment)."""
+    order = (torch.randperm(len(inputs), generator=torch.Generator().manual_seed(seed)).tolist() if shuffle
+             else list(range(len(inputs))))
+    batches = []
+    for i in range(0, len(order), batch_size):
+        rows = order[i: i + batch_size]
+        width = max(len(inputs[r]) for r in rows)
+        ids = torch.full((len(rows), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for k, r in enumerate(rows):
+            ids[k, :len(inputs[r])] = torch.tensor(inputs[r])
+            mask[k, :len(inputs[r])] = 1
+        batches.append(((ids, torch.zeros_like(ids), mask), torch.tensor([labels[r] for r in rows])))
+    return batches
+
+
+def classification_loss(model: BertClassifier, batch) -> BatchResult:
+    (ids, segments, mask), y = batch
+    logits = model(ids, segments, mask)
+    return BatchResult(F.cross_entropy(logits, y), n=y.numel(), correct=int((logits.argmax(-1) == y).sum()))
+
+
+FINETUNE_RECIPE = dict(max_len=64, batch_size=16, lr=3e-4, warmup_frac=0.1, weight_decay=0.01, dropout=0.1,
+                       clip=1.0, epochs=2, min_steps=50)
+
+
+def finetune(model: BertClassifier, inputs: Sequence[Sequence[int]], labels: Sequence[int], pad: int, seed: int = 0,
+             callbacks=(), **overrides) -> Trainer:
+    """Fine-tune every weight (Devlin et al. §4: "all of the parameters are fine-tuned end-to-end") with AdamW,
+    linear warm-up and decay, ``epochs`` shuffled passes repeated until at least ``min_steps`` steps (so 100
+    labels get a useful number of updates). ``overrides`` change entries of ``FINETUNE_RECIPE``."""
+    unknown = set(overrides) - set(FINETUNE_RECIPE)
+    if unknown:
+        raise ValueError(f"unknown fine-tuning settings {sorted(unknown)}; the settings are {sorted(FINETUNE_RECIPE)}")
+    r = {**FINETUNE_RECIPE, **overrides}
+    per_epoch = math.ceil(len(inputs) / r["batch_size"])
+    epochs = max(r["epochs"], math.ceil(r["min_steps"] / per_epoch))
+    T = epochs * per_epoch
+    warmup = max(1, int(r["warmup_frac"] * T))
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": r["weight_decay"]},
+                             {"params": no_decay, "weight_decay": 0.0}], lr=r["lr"])
+    trainer = Trainer(model, opt, classification_loss,
+                      [LRSchedule(lambda t: warmup_linear(t, T, warmup)), GradientClipping(r["clip"]), *callbacks],
+                      device="cpu")
+    trainer.fit(lambda epoch: classification_batches(inputs, labels, r["batch_size"], pad, shuffle=True,
+                                                     seed=seed + 1000 * epoch), epochs=epochs)
+    return trainer
+
+
+@torch.no_grad()
+def predict(model: BertClassifier, inputs: Sequence[Sequence[int]], pad: int, batch_size: int = 128) -> torch.Tensor:
+    """The predicted class of each input (eval mode)."""
+    preds = []
+    with eval_mode(model):
+        for (ids, seg, mask), _ in classification_batches(inputs, [0] * len(inputs), batch_size, pad):
+            preds.append(model(ids, seg, mask).argmax(-1))
+    return torch.cat(preds)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m lmlib.recipes.bert",
+                                     description="Reproduce the BERT checkpoint shipped in lmlib/pretrained/bert_imdb.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("pretrain", help="train the WordPiece and the BERT on IMDb's unlabelled reviews (seeded)")
+    p.add_argument("--out", required=True, help="folder for bert_imdb.safetensors, tokenizer.json and pretrain.json")
+    p.add_argument("--steps", type=int, default=None, help=f"optimizer steps (default {PRETRAIN_RECIPE['steps']})")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (the shipped run used 1)")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    if args.command == "pretrain":
+        report = pretrain(args.out, args.steps)
+        print(json.dumps({k: v for k, v in report.items() if k != "config"}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
