@@ -296,21 +296,29 @@ class BagOfEmbeddings(nn.Module):
         return self.head(mean)
 
 
-def train_full_batch(model: nn.Module, x: torch.Tensor, y: torch.Tensor, steps: int = 300, lr: float = 0.01,
-                     weight_decay: float = 1e-4) -> nn.Module:
-    """``model`` trained by the :class:`Trainer` with full-batch Adam for ``steps`` steps on ``(x, y)``; eval mode."""
+def train_head(model: nn.Module, x: torch.Tensor, y: torch.Tensor, steps: int = 300, lr: float = 0.01,
+               weight_decay: float = 1e-4, batch_size: int = 512, seed: int = 0) -> nn.Module:
+    """``model`` trained by the :class:`Trainer` with Adam for ``steps`` steps, each on ``batch_size`` rows of
+    ``(x, y)`` drawn at seeded random (every row when there are no more than ``batch_size``); eval mode."""
+    g = torch.Generator().manual_seed(seed)
+
+    def batches(epoch):
+        for _ in range(steps):
+            idx = torch.randperm(len(y), generator=g)[:batch_size]
+            yield x[idx], y[idx]
+
     opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
-    Trainer(model, opt, _xent, device="cpu").fit([(x, y)] * steps, epochs=1)
+    Trainer(model, opt, _xent, device="cpu").fit(batches, epochs=1)
     return model.eval()
 
 
 def fit_probe(train_x: torch.Tensor, train_y: torch.Tensor, layer: int | None, num_classes: int, seed: int = 0,
               steps: int = 300, lr: float = 0.01, weight_decay: float = 1e-4, hidden: int = 0,
-              dropout: float = 0.0) -> FeatureProbe:
-    """A :class:`FeatureProbe` on ``(n, L + 1, D)`` standardized features, trained by :func:`train_full_batch`."""
+              dropout: float = 0.0, batch_size: int = 512) -> FeatureProbe:
+    """A :class:`FeatureProbe` on ``(n, L + 1, D)`` standardized features, trained by :func:`train_head`."""
     torch.manual_seed(seed)
     probe = FeatureProbe(train_x.size(1), train_x.size(2), num_classes, layer, hidden, dropout)
-    return train_full_batch(probe, train_x, train_y, steps, lr, weight_decay)
+    return train_head(probe, train_x, train_y, steps, lr, weight_decay, batch_size, seed)
 
 
 def probe_accuracy(probe: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:

@@ -20,7 +20,7 @@ import torch
 from lmlib.data import load_imdb
 from lmlib.recipes import elmo as R
 
-MAX_TOKENS = 64
+MAX_TOKENS = 48
 N_TEST = 2000
 TEST_SEED = 0
 
