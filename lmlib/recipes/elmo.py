@@ -94,14 +94,24 @@ def encode_batch(sentences: Sequence[Sequence[str]], vocab: Vocab,
             encode_word_ids([[w.lower() for w in s] for s in sentences], vocab))
 
 
-def unsup_sentences(valid_reviews: int = PRETRAIN_RECIPE["valid_reviews"]) -> tuple[list[list[str]], list[list[str]]]:
-    """IMDb's 50,000 unlabelled reviews as sentences, (train, held-out): the last ``valid_reviews`` reviews are
-    held out."""
+def _unsup_texts(valid_reviews: int) -> list[str]:
     texts = load_imdb("unsup").texts
     if not 0 < valid_reviews < len(texts):
         raise ValueError(f"valid_reviews must be in (0, {len(texts)}), got {valid_reviews}")
-    split = lambda part: [s for t in part for s in sentences_of(t)]  # noqa: E731
-    return split(texts[:-valid_reviews]), split(texts[-valid_reviews:])
+    return texts
+
+
+def unsup_sentences(valid_reviews: int = PRETRAIN_RECIPE["valid_reviews"]) -> tuple[list[list[str]], list[list[str]]]:
+    """IMDb's 50,000 unlabelled reviews as sentences, (train, held-out): the last ``valid_reviews`` reviews are
+    held out."""
+    texts = _unsup_texts(valid_reviews)
+    return [s for t in texts[:-valid_reviews] for s in sentences_of(t)], held_out_sentences(valid_reviews)
+
+
+def held_out_sentences(valid_reviews: int = PRETRAIN_RECIPE["valid_reviews"]) -> list[list[str]]:
+    """The sentences of the last ``valid_reviews`` unlabelled reviews, never trained on (the second half of
+    :func:`unsup_sentences`)."""
+    return [s for t in _unsup_texts(valid_reviews)[-valid_reviews:] for s in sentences_of(t)]
 
 
 def random_batches(sentences: Sequence[Sequence[str]], vocab: Vocab, batch_size: int, steps: int, seed: int,

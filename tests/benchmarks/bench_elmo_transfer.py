@@ -2,9 +2,9 @@
 against a model trained from scratch, on IMDb sentiment with 100, 1,000 and all 25,000 labels.
 
 Peters et al. (2018) add ELMo to a task model's input with the biLM frozen (sec. 3.3) and report that it helps most
-when labels are few (sec. 5.4, fig. 1 of the paper's SRL and SNLI curves). The three classifiers here share one head,
-a one-hidden-layer MLP (64 units, dropout 0.2, Adam, 400 steps of 256 reviews drawn at random, or of all of
-them when there are fewer), and differ only in what it reads:
+when labels are few (sec. 5.4 and its figure of SNLI and SRL against training set size). The three classifiers
+here share one head, a one-hidden-layer MLP (64 units, dropout 0.2, Adam, 400 steps of 256 reviews drawn at random,
+or of all of them when there are fewer), and differ only in what it reads:
 
 * **ELMo (scalar mix)**: the shipped biLM's three layers mean-pooled over a review's first 48 tokens, combined by
   a learned scalar mix (eq. 2; s and γ trained with the head);
