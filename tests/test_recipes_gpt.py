@@ -1,0 +1,86 @@
+"""The shipped IMDb GPT (lmlib/pretrained/gpt_imdb): verified on load, refused when corrupt, and as good on held-out
+reviews as its pretrain.json says; its recipe's pieces (windows, the held-out stream) against their definitions."""
+
+import json
+import math
+import shutil
+
+import pytest
+import torch
+
+from lmlib.recipes import gpt as G
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    return G.load_pretrained()
+
+
+def test_checkpoint_matches_its_recipe(shipped):
+    model, tokenizer, report = shipped
+    assert model.config.__dict__ == report["config"]
+    assert {k: report["config"][k] for k in G.PRETRAIN_CONFIG} == G.PRETRAIN_CONFIG
+    assert report["recipe"] == json.loads(json.dumps(G.PRETRAIN_RECIPE))
+    assert len(tokenizer) == report["config"]["vocab_size"] == G.TOKENIZER_RECIPE["vocab_size"]
+    assert tokenizer.special_tokens == G.GPT_SPECIALS
+    assert report["tokens_seen"] == G.PRETRAIN_RECIPE["steps"] * G.PRETRAIN_RECIPE["batch_size"] * model.config.block_size
+    assert (G.CHECKPOINT_DIR / "gpt_imdb.safetensors").stat().st_size <= 10 * 2**20
+    assert model.lm_head.weight is model.tok_emb.weight
+
+
+def test_held_out_loss_is_the_recorded_one(shipped, one_thread):
+    # The first 64 held-out windows: the recorded figure is over 256, so the two agree to sampling noise only,
+    # and a fp16 round trip or a wrong tokenizer would show as a large gap. Against a unigram model as a floor.
+    model, tokenizer, report = shipped
+    _, valid = G.unsup_split(report["recipe"]["valid_reviews"])
+    need = 64 * model.config.block_size + 1
+    ids: list[int] = []
+    for text in valid:
+        ids.extend(G.encode_stream(tokenizer, [text]).tolist())
+        if len(ids) >= need:
+            break
+    stream = torch.tensor(ids)
+    nll = G.evaluate_stream(model, stream, 64)
+    assert abs(nll - report["valid_nll"]) < 0.1
+    counts = torch.bincount(stream, minlength=len(tokenizer)).double() + 1
+    unigram_nll = -(counts / counts.sum()).log()[stream].mean().item()
+    assert nll < unigram_nll - 1.0  # the model has learned far more than token frequencies
+    assert math.isclose(report["valid_ppl"], math.exp(report["valid_nll"]), rel_tol=1e-9)
+
+
+def test_a_corrupt_checkpoint_is_refused(tmp_path):
+    copy = tmp_path / "gpt_imdb"
+    shutil.copytree(G.CHECKPOINT_DIR, copy)
+    weights = copy / "gpt_imdb.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-10] ^= 0xFF
+    weights.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="sha256"):
+        G.load_pretrained(copy)
+    shutil.copy(G.CHECKPOINT_DIR / "gpt_imdb.safetensors", weights)
+    (copy / "tokenizer.json").unlink()
+    with pytest.raises(FileNotFoundError, match="tokenizer.json is missing"):
+        G.load_pretrained(copy)
+
+
+def test_random_windows_are_next_token_pairs():
+    stream = torch.arange(100)
+    batches = list(G.random_windows(stream, block_size=8, batch_size=4, steps=3, seed=0))
+    assert len(batches) == 3
+    for x, y in batches:
+        assert x.shape == y.shape == (4, 8)
+        assert torch.equal(y, x + 1)  # consecutive ids: the target is the next token
+    again = list(G.random_windows(stream, 8, 4, 3, seed=0))
+    assert all(torch.equal(a[0], b[0]) for a, b in zip(batches, again))
+    with pytest.raises(ValueError, match="too few"):
+        next(G.random_windows(torch.arange(5), 8, 4, 1, seed=0))
+
+
+def test_evaluate_stream_is_the_mean_nll_of_its_windows(shipped):
+    model, _, _ = shipped
+    stream = torch.randint(0, model.config.vocab_size, (3 * model.config.block_size + 1,), generator=torch.Generator().manual_seed(0))
+    T = model.config.block_size
+    with torch.no_grad():
+        logits = model(stream[: 3 * T].view(3, T))
+    expected = torch.nn.functional.cross_entropy(logits.flatten(0, 1), stream[1: 3 * T + 1]).item()
+    assert G.evaluate_stream(model, stream, 3) == pytest.approx(expected, rel=1e-5)
