@@ -27,6 +27,7 @@ is full), and the clipping of LSTM cell and projection values.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -322,6 +323,11 @@ def _check_char_ids(char_ids, max_chars: int, min_dim: int) -> None:
 
 
 # --- the biLM ---------------------------------------------------------------------------------------------
+
+
+# PyTorch says, once per process, that it computes a projected LSTM with its own kernel instead of oneDNN's: a note on
+# speed with nothing for a reader to do, which would otherwise appear in every notebook that runs the biLM.
+warnings.filterwarnings("ignore", message="LSTM with projections is not supported with oneDNN")
 
 
 class LSTMStack(nn.Module):
