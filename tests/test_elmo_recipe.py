@@ -142,3 +142,22 @@ def test_a_corrupted_checkpoint_is_refused(tmp_path):
     (copy / "vocab.json").unlink()
     with pytest.raises(FileNotFoundError, match="vocab.json"):
         R.load_pretrained(copy)
+
+
+def test_bag_with_elmo_concatenates_the_words_own_vectors_and_the_mix():
+    torch.manual_seed(0)
+    model = R.BagWithELMo(vocab_size=6, embed_size=3, num_layers=2, dim=4, num_classes=2, pad_id=0)
+    ids = torch.tensor([[1, 2, 0], [3, 0, 0]])
+    feats = torch.randn(2, 2, 4)
+    with torch.no_grad():
+        model.mix.w.copy_(torch.tensor([0.3, -0.2]))
+        model.mix.gamma.fill_(1.5)
+        emb = model.embedding.weight
+        bag = torch.stack([(emb[1] + emb[2]) / 2, emb[3]])  # padding left out of the mean
+        s = torch.softmax(torch.tensor([0.3, -0.2]), 0)
+        mixed = 1.5 * (s[0] * feats[:, 0] + s[1] * feats[:, 1])  # eq. 2
+        assert torch.allclose(model(ids, feats), model.head(torch.cat([bag, mixed], -1)), atol=1e-6)
+    # the tuple input trains through train_head and is scored by probe_accuracy
+    y = torch.tensor([0, 1])
+    R.train_head(model, (ids, feats), y, steps=30, lr=0.05)
+    assert R.probe_accuracy(model, (ids, feats), y) == 1.0

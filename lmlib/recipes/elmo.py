@@ -284,9 +284,9 @@ class FeatureProbe(nn.Module):
         return self.head(self.mix(layers).squeeze(1))
 
 
-def _xent(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+def _xent(model: nn.Module, batch: tuple) -> torch.Tensor:
     x, y = batch
-    return F.cross_entropy(model(x), y)
+    return F.cross_entropy(model(*x) if isinstance(x, tuple) else model(x), y)
 
 
 class BagOfEmbeddings(nn.Module):
@@ -306,16 +306,43 @@ class BagOfEmbeddings(nn.Module):
         return self.head(mean)
 
 
-def train_head(model: nn.Module, x: torch.Tensor, y: torch.Tensor, steps: int = 300, lr: float = 0.01,
-               weight_decay: float = 1e-4, batch_size: int = 512, seed: int = 0) -> nn.Module:
+class BagWithELMo(nn.Module):
+    """The way the paper uses ELMo (sec. 3.3): keep the task model and its own word vectors x_k, and "concatenate the
+    ELMo vector ELMo_k with x_k" at its input, the biLM frozen. Here the task model is :class:`BagOfEmbeddings`:
+    ``(ids (n, T), features (n, L + 1, D)) -> (n, classes)`` from [mean_k x_k ; mean_k ELMo_k]. Mean pooling is
+    linear, so this equals pooling the concatenated [x_k; ELMo_k] of every token; ``features`` are the biLM layers
+    already mean-pooled over the same tokens (:func:`pooled_features`), mixed here by a learned :class:`ScalarMix`."""
+
+    def __init__(self, vocab_size: int, embed_size: int, num_layers: int, dim: int, num_classes: int,
+                 hidden: int = 0, dropout: float = 0.0, pad_id: int = 0):
+        super().__init__()
+        self.pad_id = pad_id
+        self.embedding = nn.Embedding(vocab_size, embed_size, padding_idx=pad_id)
+        self.mix = ScalarMix(num_layers)
+        self.head = FeatureProbe(1, embed_size + dim, num_classes, 0, hidden, dropout).head
+
+    def forward(self, ids: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
+        real = ids.ne(self.pad_id).unsqueeze(-1).float()  # (n, T, 1)
+        mean = (self.embedding(ids) * real).sum(1) / real.sum(1).clamp(min=1)  # (n, embed_size)
+        elmo = self.mix([h.unsqueeze(1) for h in features.unbind(1)]).squeeze(1)  # eq. 2: (n, D)
+        return self.head(torch.cat([mean, elmo], dim=-1))
+
+
+def _rows(x: torch.Tensor | tuple[torch.Tensor, ...], idx: torch.Tensor):
+    return tuple(t[idx] for t in x) if isinstance(x, tuple) else x[idx]
+
+
+def train_head(model: nn.Module, x: torch.Tensor | tuple[torch.Tensor, ...], y: torch.Tensor, steps: int = 300,
+               lr: float = 0.01, weight_decay: float = 1e-4, batch_size: int = 512, seed: int = 0) -> nn.Module:
     """``model`` trained by the :class:`Trainer` with Adam for ``steps`` steps, each on ``batch_size`` rows of
-    ``(x, y)`` drawn at seeded random (every row when there are no more than ``batch_size``); eval mode."""
+    ``(x, y)`` drawn at seeded random (every row when there are no more than ``batch_size``); eval mode. ``x`` may
+    be a tuple of tensors with one row per example (the model is then called with all of them)."""
     g = torch.Generator().manual_seed(seed)
 
     def batches(epoch):
         for _ in range(steps):
             idx = torch.randperm(len(y), generator=g)[:batch_size]
-            yield x[idx], y[idx]
+            yield _rows(x, idx), y[idx]
 
     opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
     Trainer(model, opt, _xent, device="cpu").fit(batches, epochs=1)
@@ -331,10 +358,12 @@ def fit_probe(train_x: torch.Tensor, train_y: torch.Tensor, layer: int | None, n
     return train_head(probe, train_x, train_y, steps, lr, weight_decay, batch_size, seed)
 
 
-def probe_accuracy(probe: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
-    """The share of rows of ``x`` whose predicted class is ``y``."""
+def probe_accuracy(probe: nn.Module, x: torch.Tensor | tuple[torch.Tensor, ...], y: torch.Tensor) -> float:
+    """The share of rows of ``x`` (a tensor, or a tuple of tensors the model takes together) whose predicted
+    class is ``y``."""
     with torch.no_grad(), eval_mode(probe):
-        return float((probe(x).argmax(-1) == y).float().mean())
+        logits = probe(*x) if isinstance(x, tuple) else probe(x)
+        return float((logits.argmax(-1) == y).float().mean())
 
 
 def main(argv: Sequence[str] | None = None) -> None:

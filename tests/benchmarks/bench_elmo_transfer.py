@@ -2,7 +2,7 @@
 against a model trained from scratch, on IMDb sentiment with 100, 1,000 and all 25,000 labels.
 
 Peters et al. (2018) add ELMo to a task model's input with the biLM frozen (sec. 3.3) and report that it helps most
-when labels are few (sec. 5.4 and its figure of SNLI and SRL against training set size). The three classifiers
+when labels are few (sec. 5.4 and its figure of SNLI and SRL against training set size). The classifiers
 here share one head, a one-hidden-layer MLP (64 units, dropout 0.2, Adam, 400 steps of 256 reviews drawn at random,
 or of all of them when there are fewer), and differ only in what it reads:
 
@@ -10,7 +10,10 @@ or of all of them when there are fewer), and differ only in what it reads:
   a learned scalar mix (eq. 2; s and γ trained with the head);
 * **static vectors (char-CNN layer)**: layer 0 alone, the biLM's context-free token vectors, mean-pooled;
 * **from scratch (bag of embeddings)**: the mean of 128-dimensional word vectors learned from the labels alone,
-  over the same 48 lower-cased tokens (the biLM's 10,000-word vocabulary, other words <unk>).
+  over the same 48 lower-cased tokens (the biLM's 10,000-word vocabulary, other words <unk>);
+* **from scratch + ELMo (the paper's use)**: that same model with the ELMo mix concatenated to its own word
+  vectors, [x_k; ELMo_k] (sec. 3.3: the paper adds ELMo to a task model rather than replacing its inputs), pooled
+  the same way (``lmlib.recipes.elmo.BagWithELMo``).
 
 The test set is a fixed 2,000 IMDb test reviews (1,000 per class). With 100 and 1,000 labels each seed draws a
 new balanced training subset and a new initialisation; with all labels only the initialisation changes. Means and
@@ -39,7 +42,8 @@ from lmlib.recipes import elmo as R  # noqa: E402
 from lmlib.text.vocab import PAD  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
-METHODS = ("ELMo (scalar mix)", "static vectors (char-CNN layer)", "from scratch (bag of embeddings)")
+METHODS = ("ELMo (scalar mix)", "static vectors (char-CNN layer)", "from scratch (bag of embeddings)",
+           "from scratch + ELMo (the paper's use)")
 SETTINGS = dict(sizes=[100, 1000, "all"], seeds=[0, 1, 2], hidden=64, dropout=0.2, steps=400, batch_size=256, lr=0.01,
                 weight_decay=1e-4, scratch_embed_size=128, max_tokens=MAX_TOKENS, test_reviews=N_TEST)
 
@@ -62,11 +66,17 @@ def run_one(method: str, f: dict, idx: torch.Tensor, ids_train, ids_test, vocab,
     S = SETTINGS
     y_train, y_test = f["train_y"][idx], f["test_y"]
     torch.manual_seed(seed)
-    if method.startswith("from scratch"):
+    if method == "from scratch (bag of embeddings)":
         model = R.BagOfEmbeddings(len(vocab), S["scratch_embed_size"], 2, S["hidden"], S["dropout"], vocab[PAD])
         R.train_head(model, ids_train[idx], y_train, S["steps"], S["lr"], S["weight_decay"], S["batch_size"], seed)
         return R.probe_accuracy(model, ids_test, y_test)
     x_train, x_test = R.standardize(f["train_x"][idx], f["test_x"])
+    if method == "from scratch + ELMo (the paper's use)":
+        model = R.BagWithELMo(len(vocab), S["scratch_embed_size"], x_train.size(1), x_train.size(2), 2, S["hidden"],
+                              S["dropout"], vocab[PAD])
+        R.train_head(model, (ids_train[idx], x_train), y_train, S["steps"], S["lr"], S["weight_decay"],
+                     S["batch_size"], seed)
+        return R.probe_accuracy(model, (ids_test, x_test), y_test)
     layer = None if method.startswith("ELMo") else 0
     probe = R.fit_probe(x_train, y_train, layer, 2, seed, S["steps"], S["lr"], S["weight_decay"], S["hidden"],
                         S["dropout"], S["batch_size"])
