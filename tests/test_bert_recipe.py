@@ -15,9 +15,6 @@ from lmlib.recipes import bert as B
 from lmlib.text.bert_data import IGNORE_INDEX, SentencePair, SpecialIds, pretraining_batch
 from lmlib.text.tokenizers import WordPiece
 
-SHIPPED = (B.CHECKPOINT_DIR / "pretrain.json").is_file()
-needs_checkpoint = pytest.mark.skipif(not SHIPPED, reason="no shipped BERT checkpoint in lmlib/pretrained/bert_imdb")
-
 
 def test_split_sentences_rule():
     text = 'I loved it. Really!\n\nThe cast ("all of them.") shone? Yes... ok'
@@ -89,7 +86,6 @@ def test_encode_single_truncates_to_first_pieces():
         B.encode_single(tok, ["a"], max_len=2)
 
 
-@needs_checkpoint
 def test_shipped_checkpoint_reproduces_recorded_heldout_metrics(one_thread):
     model, tokenizer = B.load_pretrained()
     report = B.pretrain_report()
@@ -102,6 +98,8 @@ def test_shipped_checkpoint_reproduces_recorded_heldout_metrics(one_thread):
     pairs = B.heldout_pairs(tokenizer, valid_texts, r["valid_pairs"], r["valid_seed"])[:256]
     got = B.evaluate_pretraining(model, pairs, B.SpecialIds.from_tokenizer(tokenizer), r["max_len"], r["mask_rate"],
                                  r["valid_seed"])
+    assert report["recipe"] == json.loads(json.dumps(B.PRETRAIN_RECIPE))  # the shipped run is today's recipe
+    assert {k: report["config"][k] for k in B.PRETRAIN_CONFIG} == B.PRETRAIN_CONFIG
     want = report["valid_slice_256"]
     assert got["masked_tokens"] == want["masked_tokens"]
     assert got["mlm_loss"] == pytest.approx(want["mlm_loss"], abs=1e-3)
@@ -115,7 +113,6 @@ def _keys(path):
         return list(fh.keys())
 
 
-@needs_checkpoint
 def test_corrupt_or_foreign_checkpoint_is_refused(tmp_path):
     copy = tmp_path / "bert_imdb"
     shutil.copytree(B.CHECKPOINT_DIR, copy)
