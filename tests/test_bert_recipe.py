@@ -77,13 +77,17 @@ def test_classifier_reads_pooled_cls(one_thread):
                                          pooler=False, nsp_head=False)))
 
 
-def test_encode_single_truncates_to_first_pieces():
+def test_encode_single_keeps_the_first_and_last_pieces():
     tok, _, _ = _tiny()
-    (row,) = B.encode_single(tok, ["a b c d e f g h"], max_len=5)
-    assert row == [2, 5, 6, 7, 3]
+    pieces = tok.encode("a b c d e f g h")
+    (row,) = B.encode_single(tok, ["a b c d e f g h"], max_len=6)
+    assert row == [2, *pieces[:2], *pieces[-2:], 3]  # [CLS], the first two and the last two pieces, [SEP]
+    (odd,) = B.encode_single(tok, ["a b c d e f g h"], max_len=7)
+    assert odd == [2, *pieces[:2], *pieces[-3:], 3]  # an odd budget gives the tail the extra piece
+    assert B.encode_single(tok, ["a b"], max_len=6) == [[2, *tok.encode("a b"), 3]]  # short texts are whole
     assert B.encode_single(tok, [""], max_len=5) == [[2, 1, 3]]
     with pytest.raises(ValueError, match="max_len"):
-        B.encode_single(tok, ["a"], max_len=2)
+        B.encode_single(tok, ["a"], max_len=3)
 
 
 def test_shipped_checkpoint_reproduces_recorded_heldout_metrics(one_thread):
