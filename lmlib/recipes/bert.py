@@ -24,7 +24,6 @@ seed, after the weights are rounded to fp16 as shipped.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import re
@@ -44,7 +43,7 @@ from ..text.bert_data import IGNORE_INDEX, PretrainingBatch, SentencePair, Speci
 from ..text.tokenizers import WordPiece
 from ..training.callbacks import GradientClipping, LRSchedule, PrintEvery
 from ..training.trainer import BatchResult, Callback, Trainer
-from .shipping import PRETRAINED_DIR, load_shipped, save_shipped
+from .shipping import PRETRAINED_DIR, load_shipped, pretrain_command, save_shipped
 
 NAME = "bert_imdb"
 CHECKPOINT_DIR = PRETRAINED_DIR / NAME
@@ -391,19 +390,9 @@ def predict(model: BertClassifier, inputs: Sequence[Sequence[int]], pad: int, ba
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m lmlib.recipes.bert",
-                                     description="Reproduce the BERT checkpoint shipped in lmlib/pretrained/bert_imdb.")
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("pretrain", help="train the WordPiece and the BERT on IMDb's unlabelled reviews (seeded)")
-    p.add_argument("--out", required=True, help="folder for bert_imdb.safetensors, tokenizer.json and pretrain.json")
-    p.add_argument("--steps", type=int, default=None, help=f"optimizer steps (default {PRETRAIN_RECIPE['steps']})")
-    p.add_argument("--threads", type=int, default=1, help="torch threads (the shipped run used 1)")
-    args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    if args.command == "pretrain":
-        report = pretrain(args.out, args.steps)
-        print(json.dumps({k: v for k, v in report.items() if k != "config"}, indent=2))
-
+    pretrain_command(argv, recipe="bert", name=NAME, trains="the WordPiece and the BERT",
+                     files="bert_imdb.safetensors, tokenizer.json and pretrain.json", pretrain=pretrain,
+                     default_steps=PRETRAIN_RECIPE["steps"])
 
 if __name__ == "__main__":
     main()

@@ -19,8 +19,6 @@ capped vocabulary, ``<unk>`` included, and are reported for each direction separ
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
 import re
 import time
@@ -39,7 +37,7 @@ from ..text.vocab import SPECIALS, UNK, Vocab
 from ..training.callbacks import GradientClipping, PrintEvery
 from ..training.schedules import WarmupCosine
 from ..training.trainer import Trainer
-from .shipping import PRETRAINED_DIR, load_shipped, save_shipped
+from .shipping import PRETRAINED_DIR, load_shipped, pretrain_command, save_shipped
 
 NAME = "elmo_imdb"
 CHECKPOINT_DIR = PRETRAINED_DIR / NAME
@@ -367,19 +365,9 @@ def probe_accuracy(probe: nn.Module, x: torch.Tensor | tuple[torch.Tensor, ...],
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m lmlib.recipes.elmo",
-                                     description="Reproduce the ELMo biLM shipped in lmlib/pretrained/elmo_imdb.")
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("pretrain", help="train the biLM on IMDb's unlabelled reviews (seeded)")
-    p.add_argument("--out", required=True, help="folder for elmo_imdb.safetensors, vocab.json and pretrain.json")
-    p.add_argument("--steps", type=int, default=None, help=f"optimizer steps (default {PRETRAIN_RECIPE['steps']})")
-    p.add_argument("--threads", type=int, default=1, help="torch threads (the shipped run used 1)")
-    args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    if args.command == "pretrain":
-        report = pretrain(args.out, args.steps)
-        print(json.dumps({k: v for k, v in report.items() if k != "config"}, indent=2))
-
+    pretrain_command(argv, recipe="elmo", name=NAME, trains="the biLM",
+                     files="elmo_imdb.safetensors, vocab.json and pretrain.json", pretrain=pretrain,
+                     default_steps=PRETRAIN_RECIPE["steps"])
 
 if __name__ == "__main__":
     main()

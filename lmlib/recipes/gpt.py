@@ -14,8 +14,6 @@ perplexity is measured on them, per BPE token, and also as bits per character so
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
 import time
 from collections.abc import Iterator, Sequence
@@ -32,7 +30,7 @@ from ..training.callbacks import GradientClipping, PrintEvery
 from ..training.objectives import gpt_finetune_loss, next_token_loss
 from ..training.schedules import WarmupCosine
 from ..training.trainer import Trainer, evaluate
-from .shipping import PRETRAINED_DIR, load_shipped, save_shipped
+from .shipping import PRETRAINED_DIR, load_shipped, pretrain_command, save_shipped
 
 NAME = "gpt_imdb"
 CHECKPOINT_DIR = PRETRAINED_DIR / NAME
@@ -225,19 +223,9 @@ def classifier_accuracy(model: GPTClassifier, inputs: Sequence[Sequence[int]], l
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m lmlib.recipes.gpt",
-                                     description="Reproduce the GPT checkpoint shipped in lmlib/pretrained/gpt_imdb.")
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("pretrain", help="train the byte-level BPE and the GPT on IMDb's unlabelled reviews (seeded)")
-    p.add_argument("--out", required=True, help="folder for gpt_imdb.safetensors, tokenizer.json and pretrain.json")
-    p.add_argument("--steps", type=int, default=None, help=f"optimizer steps (default {PRETRAIN_RECIPE['steps']})")
-    p.add_argument("--threads", type=int, default=1, help="torch threads (the shipped run used 1)")
-    args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    if args.command == "pretrain":
-        report = pretrain(args.out, args.steps)
-        print(json.dumps({k: v for k, v in report.items() if k != "config"}, indent=2))
-
+    pretrain_command(argv, recipe="gpt", name=NAME, trains="the byte-level BPE and the GPT",
+                     files="gpt_imdb.safetensors, tokenizer.json and pretrain.json", pretrain=pretrain,
+                     default_steps=PRETRAIN_RECIPE["steps"])
 
 if __name__ == "__main__":
     main()
