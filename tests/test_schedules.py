@@ -153,3 +153,16 @@ def test_suggest_lr_picks_the_steepest_descent():
     lrs = [10 ** (-i / 2) for i in range(10, 0, -1)]
     smoothed = [5, 5, 5, 4.9, 4.0, 2.0, 1.8, 1.7, 1.7, 3.0]
     assert suggest_lr(lrs, smoothed) == lrs[4]
+
+
+def test_weight_decay_groups_decay_matrices_and_spare_vectors():
+    from torch import nn
+
+    from lmlib.training.schedules import weight_decay_groups
+
+    model = nn.Sequential(nn.Embedding(5, 3), nn.Linear(3, 4), nn.LayerNorm(4))
+    decayed, spared = weight_decay_groups(model, 0.1)
+    assert decayed["weight_decay"] == 0.1 and spared["weight_decay"] == 0.0
+    assert [p.shape for p in decayed["params"]] == [(5, 3), (4, 3)]  # embedding and Linear weight, in model order
+    assert [p.shape for p in spared["params"]] == [(4,), (4,), (4,)]  # Linear bias, LayerNorm weight and bias
+    assert len(decayed["params"]) + len(spared["params"]) == len(list(model.parameters()))

@@ -25,7 +25,6 @@ seed, after the weights are rounded to fp16 as shipped.
 from __future__ import annotations
 
 import json
-import math
 import re
 import time
 from collections.abc import Iterator, Sequence
@@ -42,7 +41,9 @@ from ..runtime import eval_mode, seed_everything
 from ..text.bert_data import IGNORE_INDEX, PretrainingBatch, SentencePair, SpecialIds, pretraining_batch, sentence_pairs
 from ..text.tokenizers import WordPiece
 from ..training.callbacks import GradientClipping, LRSchedule, PrintEvery
+from ..training.schedules import weight_decay_groups
 from ..training.trainer import BatchResult, Callback, Trainer
+from .finetuning import finetune_plan
 from .shipping import PRETRAINED_DIR, load_shipped, pretrain_command, save_shipped
 
 NAME = "bert_imdb"
@@ -203,10 +204,7 @@ def pretrain(out_dir: str | Path, steps: int | None = None) -> dict:
 
     config = BertConfig(vocab_size=len(tokenizer), pad_id=specials.pad, **PRETRAIN_CONFIG)
     model = Bert(config)
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": recipe["weight_decay"]},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=recipe["lr"], betas=recipe["betas"])
+    opt = torch.optim.AdamW(weight_decay_groups(model, recipe["weight_decay"]), lr=recipe["lr"], betas=recipe["betas"])
     T, warmup = recipe["steps"], max(1, int(recipe["warmup_frac"] * recipe["steps"]))
     curve = HeldOutCurve(valid[:256], specials, every=recipe["curve_every"], total=T, max_len=recipe["max_len"],
                          mask_rate=recipe["mask_rate"], seed=recipe["valid_seed"])
@@ -359,18 +357,9 @@ def finetune(model: BertClassifier, inputs: Sequence[Sequence[int]], labels: Seq
     """Fine-tune every weight (Devlin et al. §4: "all of the parameters are fine-tuned end-to-end") with AdamW,
     linear warm-up and decay, ``epochs`` shuffled passes repeated until at least ``min_steps`` steps (so 100
     labels get a useful number of updates). ``overrides`` change entries of ``FINETUNE_RECIPE``."""
-    unknown = set(overrides) - set(FINETUNE_RECIPE)
-    if unknown:
-        raise ValueError(f"unknown fine-tuning settings {sorted(unknown)}; the settings are {sorted(FINETUNE_RECIPE)}")
-    r = {**FINETUNE_RECIPE, **overrides}
-    per_epoch = math.ceil(len(inputs) / r["batch_size"])
-    epochs = max(r["epochs"], math.ceil(r["min_steps"] / per_epoch))
-    T = epochs * per_epoch
+    r, epochs, T = finetune_plan(FINETUNE_RECIPE, overrides, len(inputs))
     warmup = max(1, int(r["warmup_frac"] * T))
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": r["weight_decay"]},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=r["lr"])
+    opt = torch.optim.AdamW(weight_decay_groups(model, r["weight_decay"]), lr=r["lr"])
     trainer = Trainer(model, opt, classification_loss,
                       [LRSchedule(lambda t: warmup_linear(t, T, warmup)), GradientClipping(r["clip"]), *callbacks],
                       device="cpu")

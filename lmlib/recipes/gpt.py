@@ -28,8 +28,9 @@ from ..runtime import eval_mode, seed_everything
 from ..text.tokenizers import SPECIAL_TOKENS, ByteLevelBPE
 from ..training.callbacks import GradientClipping, PrintEvery
 from ..training.objectives import gpt_finetune_loss, next_token_loss
-from ..training.schedules import WarmupCosine
+from ..training.schedules import WarmupCosine, weight_decay_groups
 from ..training.trainer import Trainer, evaluate
+from .finetuning import finetune_plan
 from .shipping import PRETRAINED_DIR, load_shipped, pretrain_command, save_shipped
 
 NAME = "gpt_imdb"
@@ -112,10 +113,7 @@ def pretrain(out_dir: str | Path, steps: int | None = None) -> dict:
 
     config = GPTConfig(vocab_size=len(tokenizer), **PRETRAIN_CONFIG)
     model = GPT(config)
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": recipe["weight_decay"]},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=recipe["lr"], betas=recipe["betas"])
+    opt = torch.optim.AdamW(weight_decay_groups(model, recipe["weight_decay"]), lr=recipe["lr"], betas=recipe["betas"])
     trainer = Trainer(model, opt, next_token_loss,
                       [WarmupCosine(recipe["steps"], recipe["warmup"], recipe["min_ratio"]),
                        GradientClipping(recipe["clip"]), PrintEvery(100)], device="cpu")
@@ -197,17 +195,8 @@ def finetune_classifier(model: GPTClassifier, inputs: Sequence[Sequence[int]], l
     """Fine-tune on ``inputs`` with L_3 = L_2 + λ·L_1 (λ = ``lam``): AdamW, linear warm-up then cosine decay to 0,
     dropout 0.1, ``epochs`` shuffled passes repeated until at least ``min_steps`` steps (so 100 labels still get a
     useful number of updates). ``overrides`` change entries of ``FINETUNE_RECIPE``."""
-    unknown = set(overrides) - set(FINETUNE_RECIPE)
-    if unknown:
-        raise ValueError(f"unknown fine-tuning settings {sorted(unknown)}; the settings are {sorted(FINETUNE_RECIPE)}")
-    r = {**FINETUNE_RECIPE, **overrides}
-    per_epoch = math.ceil(len(inputs) / r["batch_size"])
-    epochs = max(r["epochs"], math.ceil(r["min_steps"] / per_epoch))
-    total = epochs * per_epoch
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": r["weight_decay"]},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=r["lr"])
+    r, epochs, total = finetune_plan(FINETUNE_RECIPE, overrides, len(inputs))
+    opt = torch.optim.AdamW(weight_decay_groups(model, r["weight_decay"]), lr=r["lr"])
     trainer = Trainer(model, opt, gpt_finetune_loss(lam),
                       [WarmupCosine(total, int(r["warmup_frac"] * total), 0.0), GradientClipping(r["clip"]), *callbacks],
                       device="cpu")

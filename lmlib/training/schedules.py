@@ -170,6 +170,14 @@ def discriminative_lrs(eta_top: float, n_groups: int, factor: float = 2.6) -> li
     return [eta_top / factor ** (n_groups - 1 - g) for g in range(n_groups)]
 
 
+def weight_decay_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+    """Two optimizer parameter groups, the GPT-2/BERT convention for AdamW: ``weight_decay`` on the weight matrices
+    (and embeddings), none on the vectors (biases, LayerNorm gains and shifts), in the model's parameter order."""
+    params = list(model.parameters())
+    return [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+
+
 def discriminative_param_groups(groups: Sequence[nn.Module], eta_top: float, factor: float = 2.6) -> list[dict]:
     """Optimizer parameter groups with η^l = η^L / factor^(L−l) (:func:`discriminative_lrs`), one per module
     of ``groups`` (lowest first, e.g. a model's ``layer_groups()``). A parameter shared by two groups (a

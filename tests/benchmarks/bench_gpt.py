@@ -38,6 +38,7 @@ import torch.nn.functional as F
 from machine import load, machine
 
 from lmlib.models.gpt import GPT, GPTConfig, generate
+from lmlib.training.schedules import weight_decay_groups
 
 RESULTS = Path(__file__).parent / "results" / "gpt.json"
 VOCAB = 65  # Tiny Shakespeare's characters
@@ -248,10 +249,7 @@ def quality(steps: int = 2000, eval_batches: int = 200) -> None:
     config = GPTConfig(vocab_size=len(chars), block_size=context, num_layers=4, num_heads=4, d_model=128, dropout=0.0)
     torch.manual_seed(1337)
     model = GPT(config)
-    decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
-                                  lr=1e-3, betas=(0.9, 0.99))
+    optimizer = torch.optim.AdamW(weight_decay_groups(model, 0.1), lr=1e-3, betas=(0.9, 0.99))
     g = torch.Generator().manual_seed(0)
 
     def batch(source):
