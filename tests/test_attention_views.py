@@ -288,3 +288,13 @@ def test_views_are_json_data_not_python_reprs(views):
     match = re.search(r"const params = (\{.*?\}); // HACK", views["head"].data, re.S)
     params = json.loads(match[1])
     assert len(params["attention"][0]["attn"]) == 3 and params["attention"][0]["left_text"] == TOKENS
+
+
+def test_the_page_carries_each_weight_to_four_decimals():
+    attention = random_attention(3, 4, 7, 7)
+    view = av.head_view(attention, TOKENS)
+    params = json.loads(re.search(r"const params = (\{.*?\}); // HACK", view.data, re.S)[1])
+    shown = torch.tensor(params["attention"][0]["attn"], dtype=torch.float64)  # (layers, heads, T, T)
+    exact = torch.cat([a.reshape(1, 4, 7, 7).double() for a in attention])
+    assert (shown - exact).abs().max() <= 5e-5 + 1e-12  # within half of the last kept decimal
+    assert torch.equal(shown, shown.mul(1e4).round().div(1e4))  # and no digits beyond the fourth

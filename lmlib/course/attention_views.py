@@ -333,7 +333,10 @@ def _layers(attention, name: str, queries: int, keys: int) -> list[torch.Tensor]
         if not torch.isfinite(a).all():
             raise ValueError(f"{name}[{i}] contains NaN or infinite weights")
         out.append(a)
-    return out
+    # bertviz writes every weight into the page as JSON text. A float32 weight printed as a Python float has 17
+    # digits, 10 of them conversion noise, and that made each stored view ~250 KB; four decimals (0.0001) are far
+    # finer than the line opacities and colours a view draws from them.
+    return [a.double().round(decimals=4) for a in out]
 
 
 def _check_layer_options(num_layers: int, include_layers, layer) -> None:
