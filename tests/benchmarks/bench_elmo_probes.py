@@ -22,7 +22,6 @@ writes tests/benchmarks/results/elmo_probes.json.
 from __future__ import annotations
 
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -30,6 +29,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import over_seeds  # noqa: E402
 from elmo_features import MAX_TOKENS, N_TEST, imdb_features  # noqa: E402
 from machine import load, machine  # noqa: E402
 
@@ -45,10 +45,8 @@ SETTINGS = dict(seeds=[0, 1, 2], pos_train_sentences=2000, pos_test="dev", probe
 
 
 def mean_se(values: list[float]) -> dict:
-    n = len(values)
-    mean = sum(values) / n
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
-    return {"mean": mean, "se": sd / math.sqrt(n), "values": values}
+    mean, se = over_seeds.mean_se(values)
+    return {"mean": mean, "se": se if se is not None else 0.0, "values": values}
 
 
 def probe_rows(train_x, train_y, test_x, test_y, num_classes, subset, seeds) -> tuple[dict, dict]:

@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import time
 from pathlib import Path
 
 import torch
 from machine import load, machine
+from over_seeds import imdb_test_subset, summarise
 
 from lmlib.data import load_imdb
 from lmlib.models.gpt_finetune import FinetuneTokens
@@ -39,26 +39,6 @@ RESULTS = Path(__file__).resolve().parent / "results" / "gpt_finetune.json"
 CONDITIONS = {"gpt_aux": dict(pretrained=True, lam=0.5), "gpt": dict(pretrained=True, lam=0.0),
               "scratch": dict(pretrained=False, lam=0.0)}
 SETTINGS = dict(n_test=1000, test_seed=0, recipe=G.FINETUNE_RECIPE, conditions=CONDITIONS, threads=1)
-
-
-def test_subset():
-    test = load_imdb("test")
-    order = torch.randperm(len(test.texts), generator=torch.Generator().manual_seed(SETTINGS["test_seed"]))
-    picked = order[: SETTINGS["n_test"]].tolist()
-    return [test.texts[i] for i in picked], [test.labels[i] for i in picked]
-
-
-def summarise(rows: list[dict]) -> list[dict]:
-    """Mean accuracy and its standard error over seeds, per condition and label count."""
-    groups: dict[tuple, list[float]] = {}
-    for r in rows:
-        groups.setdefault((r["condition"], r["n_labels"]), []).append(r["accuracy"])
-    out = []
-    for (condition, n), accs in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1])):
-        mean = sum(accs) / len(accs)
-        se = math.sqrt(sum((a - mean) ** 2 for a in accs) / (len(accs) - 1) / len(accs)) if len(accs) > 1 else None
-        out.append(dict(condition=condition, n_labels=n, seeds=len(accs), mean=mean, se=se))
-    return out
 
 
 def main() -> None:
@@ -79,7 +59,7 @@ def main() -> None:
 
     _, tokenizer, _ = G.load_pretrained()
     pad = FinetuneTokens.from_tokenizer(tokenizer).pad
-    test_texts, test_labels = test_subset()
+    test_texts, test_labels = imdb_test_subset(SETTINGS["n_test"], SETTINGS["test_seed"])
     test_inputs = G.review_inputs(tokenizer, test_texts, G.FINETUNE_RECIPE["max_len"])
     train = load_imdb("train")
     all_inputs = None
@@ -110,7 +90,7 @@ def main() -> None:
                     what="GPT-1 fine-tuning on IMDb: pretrained with and without the auxiliary LM loss, and from scratch",
                     command="LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/bench_gpt_finetune.py",
                     settings=SETTINGS, checkpoint_sha256=sha, machine=machine(), load=load(),
-                    rows=rows, summary=summarise(rows)), indent=1) + "\n")
+                    rows=rows, summary=summarise(rows, ("condition", "n_labels"))), indent=1) + "\n")
 
 
 if __name__ == "__main__":

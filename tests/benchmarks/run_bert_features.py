@@ -32,6 +32,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from machine import load, machine
+from over_seeds import mean_se
 
 from lmlib.data import load_imdb, load_ud_pos
 from lmlib.models.bert import Bert, BertConfig
@@ -250,8 +251,7 @@ def main() -> None:
             print(f"IMDb {init:10s} {name:40s} {acc:.4f}", flush=True)
 
     n_words = int(y_test.numel())
-    ft_mean = sum(ft) / len(ft) if ft else None
-    ft_se = (math.sqrt(sum((a - ft_mean) ** 2 for a in ft) / (len(ft) - 1) / len(ft)) if len(ft) > 1 else None)
+    ft_mean, ft_se = mean_se(ft) if ft else (None, None)
     RESULTS.write_text(json.dumps(dict(
         what="BERT features vs fine-tuning (Devlin et al. 2019, Table 7) with the shipped IMDb BERT: linear probes "
              "on frozen layers for UD English-EWT POS tags and IMDb sentiment, pretrained vs random weights",

@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import time
 from pathlib import Path
 
 import torch
 from machine import load, machine
+from over_seeds import imdb_test_subset, summarise
 
 from lmlib.data import load_imdb, load_sst2
 from lmlib.recipes import bert as B
@@ -43,34 +43,14 @@ SETTINGS = dict(imdb_test=1000, test_seed=0, sst2_min_words=8, recipe=B.FINETUNE
                 truncation="[CLS] text [SEP], text cut to its first and last pieces (head_and_tail) to fit max_len", threads=1)
 
 
-def imdb_test_subset():
-    test = load_imdb("test")
-    order = torch.randperm(len(test.texts), generator=torch.Generator().manual_seed(SETTINGS["test_seed"]))
-    picked = order[: SETTINGS["imdb_test"]].tolist()
-    return [test.texts[i] for i in picked], [test.labels[i] for i in picked]
-
-
 def task_data(task: str):
     """(train texts, train labels, test texts, test labels) pools for ``imdb`` or ``sst2``."""
     if task == "imdb":
         train = load_imdb("train")
-        return (train.texts, train.labels, *imdb_test_subset())
+        return (train.texts, train.labels, *imdb_test_subset(SETTINGS["imdb_test"], SETTINGS["test_seed"]))
     train, dev = load_sst2("train"), load_sst2("dev")
     kept = [(t, y) for t, y in zip(train.texts, train.labels) if len(t.split()) >= SETTINGS["sst2_min_words"]]
     return [t for t, _ in kept], [y for _, y in kept], list(dev.texts), list(dev.labels)
-
-
-def summarise(rows: list[dict]) -> list[dict]:
-    """Mean accuracy and its standard error over seeds, per task, condition and label count."""
-    groups: dict[tuple, list[float]] = {}
-    for r in rows:
-        groups.setdefault((r["task"], r["condition"], r["n_labels"]), []).append(r["accuracy"])
-    out = []
-    for (task, condition, n), accs in sorted(groups.items()):
-        mean = sum(accs) / len(accs)
-        se = math.sqrt(sum((a - mean) ** 2 for a in accs) / (len(accs) - 1) / len(accs)) if len(accs) > 1 else None
-        out.append(dict(task=task, condition=condition, n_labels=n, seeds=len(accs), mean=mean, se=se))
-    return out
 
 
 def main() -> None:
@@ -124,7 +104,7 @@ def main() -> None:
                          "from random weights",
                     command="LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/run_bert_finetune.py",
                     settings=SETTINGS, checkpoint_sha256=sha, machine=machine(), load=load(),
-                    rows=rows, summary=summarise(rows)), indent=1) + "\n")
+                    rows=rows, summary=summarise(rows, ("task", "condition", "n_labels"))), indent=1) + "\n")
 
 
 if __name__ == "__main__":
