@@ -1,0 +1,141 @@
+"""Transformer-XL on Tiny Shakespeare's characters: the training recipe of the committed experiment and notebook 11,
+and the two ways of evaluating a language model with a long context.
+
+Training walks ``batch_size`` contiguous streams of the text segment by segment (``bptt_batches``, as the RNNs of
+notebook 03 do), so each segment's memory is the segment just before it in the same stream. A model without memory
+(``mem_len=0``) trains on exactly the same segments: same tokens, same steps, same optimizer.
+
+Evaluation, as in Dai et al. (2019, §4.4):
+
+* :func:`evaluate_with_memory` reads the held-out text in segments and carries the memory from one to the next:
+  each token attends to up to ``mem_len`` earlier positions plus those of its own segment, and each token is
+  computed once. (Each cached state of a higher layer was itself computed with a memory, so the text that reaches
+  a prediction grows by up to ``mem_len`` per layer, §3.2);
+* :func:`evaluate_sliding_window` is what a fixed-context model must do to give *every* token ``context`` earlier
+  tokens: one forward pass over the ``context`` tokens before each prediction, of which only the last is used.
+
+Both score the same targets, so their losses and their speed compare directly.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator
+
+import torch
+import torch.nn.functional as F
+
+from ..models.transformer_xl import TransformerXL, TransformerXLConfig
+from ..runtime import eval_mode, seed_everything
+from ..text.batching import LMBatch, batchify, bptt_batches
+from ..training.callbacks import GradientClipping, MaxSteps
+from ..training.objectives import StatefulLMLoss
+from ..training.schedules import WarmupCosine, weight_decay_groups
+from ..training.trainer import Callback, Trainer
+
+MODEL = dict(num_layers=4, num_heads=4, d_model=128, segment_len=64, dropout=0.0)
+RECIPE = dict(seed=0, batch_size=12, lr=1e-3, warmup=100, min_ratio=0.1, weight_decay=0.1, betas=(0.9, 0.99),
+              clip=1.0)
+# The three models of the experiment: same sizes, same data, same steps; they differ in memory and positions.
+VARIANTS = {
+    "xl": dict(mem_len=64, positions="relative"),  # Transformer-XL: memory of one segment, relative positions
+    "relative_no_memory": dict(mem_len=0, positions="relative"),  # relative positions only
+    "vanilla": dict(mem_len=0, positions="absolute"),  # the plain decoder: sinusoids, no memory
+}
+
+
+def build(variant: str, vocab_size: int, **overrides) -> TransformerXL:
+    """A seeded model of the experiment: ``MODEL`` sizes with the ``variant``'s memory and positions."""
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}; choose one of {sorted(VARIANTS)}")
+    seed_everything(RECIPE["seed"])
+    return TransformerXL(TransformerXLConfig(vocab_size=vocab_size, **{**MODEL, **VARIANTS[variant], **overrides}))
+
+
+def segments(stream: torch.Tensor, batch_size: int, segment_len: int) -> Iterator[LMBatch]:
+    """Consecutive ``(batch_size, segment_len)`` segments of ``batch_size`` contiguous streams of ``stream``."""
+    return bptt_batches(batchify(stream, batch_size), segment_len)
+
+
+def train(model: TransformerXL, stream: torch.Tensor, steps: int, callbacks: list[Callback] = (),
+          recipe: dict | None = None) -> Trainer:
+    """Train on consecutive segments of ``stream`` for ``steps`` steps (wrapping around the text if needed) with
+    AdamW, warm-up + cosine and gradient clipping; the memory flows from segment to segment through
+    :class:`~lmlib.training.objectives.StatefulLMLoss` and restarts at each pass over the text."""
+    recipe = {**RECIPE, **(recipe or {})}
+    opt = torch.optim.AdamW(weight_decay_groups(model, recipe["weight_decay"]), lr=recipe["lr"], betas=recipe["betas"])
+    trainer = Trainer(model, opt, StatefulLMLoss(),
+                      [WarmupCosine(steps, min(recipe["warmup"], steps // 10), recipe["min_ratio"]),
+                       GradientClipping(recipe["clip"]), MaxSteps(steps), *callbacks], device="cpu")
+    per_pass = math.ceil((stream.numel() // recipe["batch_size"] - 1) / model.config.segment_len)
+    trainer.fit(lambda epoch: segments(stream, recipe["batch_size"], model.config.segment_len),
+                epochs=math.ceil(steps / per_pass))
+    return trainer
+
+
+@torch.no_grad()
+def evaluate_with_memory(model: TransformerXL, stream: torch.Tensor, mem_len: int, streams: int = 8,
+                         skip: int = 0, segment_len: int | None = None) -> float:
+    """Mean NLL (nats per token) of ``stream`` read in segments with a memory of ``mem_len`` positions.
+
+    The text is cut into ``streams`` contiguous streams read in parallel; the first ``skip`` targets of each stream
+    are not scored, so that settings with different memories score the same targets, each with its full memory.
+    """
+    segment_len = segment_len or model.config.segment_len
+    data = batchify(stream, streams)
+    if skip >= data.size(1) - 1:
+        raise ValueError(f"skip={skip} leaves no target in streams of {data.size(1)} tokens; lower skip or streams")
+    saved = model.mem_len
+    model.mem_len = mem_len
+    total, count, mems = 0.0, 0, None
+    try:
+        with eval_mode(model):
+            for start, (x, y) in zip(range(0, data.size(1), segment_len), bptt_batches(data, segment_len)):
+                logits, mems = model(x, mems)
+                nll = F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="none").view_as(y)  # (S, T)
+                keep = max(0, skip - start)
+                total += nll[:, keep:].sum().item()
+                count += nll[:, keep:].numel()
+    finally:
+        model.mem_len = saved
+    return total / count
+
+
+@torch.no_grad()
+def evaluate_sliding_window(model: TransformerXL, stream: torch.Tensor, context: int, targets: int) -> float:
+    """Mean NLL of the ``targets`` tokens after the first ``context`` of ``stream``, each predicted by a separate
+    forward pass over exactly the ``context`` tokens before it (no memory), one window at a time."""
+    if stream.numel() < context + targets:
+        raise ValueError(f"the stream holds {stream.numel()} tokens; context {context} + targets {targets} need more")
+    saved = model.mem_len
+    model.mem_len = 0
+    total = 0.0
+    try:
+        with eval_mode(model):
+            for t in range(context, context + targets):
+                logits, _ = model(stream[None, t - context:t])  # (1, context, V)
+                total += F.cross_entropy(logits[:, -1], stream[t:t + 1]).item()  # only the last position is new
+    finally:
+        model.mem_len = saved
+    return total / targets
+
+
+@torch.no_grad()
+def evaluation_speed(model: TransformerXL, stream: torch.Tensor, context: int, targets: int,
+                     segment_len: int | None = None) -> dict:
+    """Time both evaluations on the same ``targets`` tokens (batch 1): cached segments with ``mem_len = context``
+    (each token attends to ``context`` to ``context + segment_len − 1`` earlier positions) against a sliding window
+    of exactly ``context``. Returns tokens per second of each, the speed-up, and both losses. The cached path's
+    time includes reading the first ``context`` tokens to fill the memory."""
+    segment_len = segment_len or model.config.segment_len
+    piece = stream[: context + targets]
+    start = time.perf_counter()
+    sliding = evaluate_sliding_window(model, piece, context, targets)
+    sliding_seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    cached = evaluate_with_memory(model, piece, context, streams=1, skip=context - 1, segment_len=segment_len)
+    cached_seconds = time.perf_counter() - start
+    return {"context": context, "targets": targets, "segment_len": segment_len,
+            "sliding_tokens_per_s": targets / sliding_seconds, "cached_tokens_per_s": targets / cached_seconds,
+            "speedup": sliding_seconds / cached_seconds, "sliding_loss": sliding, "cached_loss": cached}
