@@ -1,0 +1,117 @@
+"""Zero- and few-shot classification by prompting a language model (Radford et al. 2019, §3; Brown et al. 2020,
+"Language Models are Few-Shot Learners", §2).
+
+No weight changes: the task is written as text the model continues. For sentiment,
+
+    Review: a gripping , funny film .
+    Sentiment: positive
+
+    Review: <the sentence to classify>
+    Sentiment:
+
+with k solved examples in front (k = 0: zero-shot). The prediction is the label whose word the model finds most
+probable next: argmax_y log P(verbalizer(y) | prompt), summed over the word's tokens. Small models have a strong
+prior for one label word whatever the review; *contextual calibration* (Zhao et al. 2021, "Calibrate Before Use")
+measures that prior on a content-free input ("N/A") and divides it out: score_y = log P(y | prompt) − log P(y | prompt
+with "N/A" as the review).
+
+The functions take any lmlib ``GPT`` (a shipped one, or real GPT-2 from ``GPT.from_pretrained``) and any tokenizer
+with ``encode(text) -> list[int]`` (lmlib's byte-level BPE or transformers' GPT-2 tokenizer): one code path for both.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from ..runtime import eval_mode
+
+TEMPLATE = "Review: {text}\nSentiment:"
+VERBALIZER = {0: " negative", 1: " positive"}
+SEPARATOR = "\n\n"
+
+
+def example_block(text: str, label: int, verbalizer: Mapping[int, str] = VERBALIZER, template: str = TEMPLATE) -> str:
+    """One solved example: the template filled with ``text``, followed by its label word."""
+    return template.format(text=text) + verbalizer[label]
+
+
+def build_prompt(examples: Sequence[tuple[str, int]], query: str, verbalizer: Mapping[int, str] = VERBALIZER,
+                 template: str = TEMPLATE) -> str:
+    """k solved ``examples`` (text, label), each followed by a blank line, then the unsolved ``query``."""
+    blocks = [example_block(t, y, verbalizer, template) for t, y in examples]
+    return SEPARATOR.join([*blocks, template.format(text=query)])
+
+
+@torch.no_grad()
+def label_log_probs(model, tokenizer, prompt: str, verbalizer: Mapping[int, str] = VERBALIZER) -> dict[int, float]:
+    """log P(verbalizer[y] | prompt) for every label y: the sum of the log-probabilities of the word's tokens."""
+    context = tokenizer.encode(prompt)
+    limit = model.config.block_size
+    scores = {}
+    with eval_mode(model):
+        for label, word in verbalizer.items():
+            answer = tokenizer.encode(word)
+            ids = context + answer
+            if len(ids) > limit:
+                raise ValueError(f"the prompt and the label word take {len(ids)} tokens, more than this model's "
+                                 f"context of {limit}; use fewer examples (k) or shorter texts")
+            logits = model(torch.tensor([ids]))[0]  # (len(ids), V)
+            logp = torch.log_softmax(logits[len(context) - 1: -1].float(), dim=-1)  # predictions of the answer's tokens
+            scores[label] = logp.gather(1, torch.tensor(answer)[:, None]).sum().item()
+    return scores
+
+
+def fitting_examples(model, tokenizer, examples: Sequence[tuple[str, int]], query: str,
+                     verbalizer: Mapping[int, str] = VERBALIZER, template: str = TEMPLATE) -> list[tuple[str, int]]:
+    """The last examples of ``examples`` that fit in the model's context with the query and the longest label word
+    (earlier ones are dropped first): a 128-token model holds only two or three short reviews."""
+    longest = max(len(tokenizer.encode(w)) for w in verbalizer.values())
+    kept = list(examples)
+    while kept and len(tokenizer.encode(build_prompt(kept, query, verbalizer, template))) + longest > model.config.block_size:
+        kept.pop(0)
+    return kept
+
+
+@dataclass
+class FewShotResult:
+    k: int  # examples asked for
+    accuracy: float
+    calibrated_accuracy: float
+    mean_examples_used: float  # after dropping those that did not fit the context
+    share_predicted_positive: float  # a model that always answers one label has accuracy ≈ that label's share
+    n: int
+
+
+def few_shot_accuracy(model, tokenizer, pool: Sequence[tuple[str, int]], tests: Sequence[tuple[str, int]], k: int,
+                      seed: int = 0, verbalizer: Mapping[int, str] = VERBALIZER, template: str = TEMPLATE,
+                      content_free: str = "N/A") -> FewShotResult:
+    """Accuracy on ``tests`` (text, label) with ``k`` examples drawn from ``pool`` per test sentence (seeded; half of
+    each label when k is even, so the prompt itself is balanced), raw and contextually calibrated."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+        raise ValueError(f"k (examples in the prompt) must be an int >= 0, got {k!r}")
+    if not tests:
+        raise ValueError("no test sentences given")
+    by_label = {y: [ex for ex in pool if ex[1] == y] for y in verbalizer}
+    if k and any(len(v) < k for v in by_label.values()):
+        raise ValueError(f"the pool needs at least k={k} examples of each label {sorted(verbalizer)}")
+    rng = random.Random(seed)
+    correct = calibrated = positive = used = 0
+    for text, label in tests:
+        labels = [i % len(verbalizer) for i in range(k)]
+        rng.shuffle(labels)
+        examples = [rng.choice(by_label[sorted(verbalizer)[y]]) for y in labels]
+        examples = fitting_examples(model, tokenizer, examples, text, verbalizer, template)
+        used += len(examples)
+        scores = label_log_probs(model, tokenizer, build_prompt(examples, text, verbalizer, template), verbalizer)
+        prior = label_log_probs(model, tokenizer, build_prompt(examples, content_free, verbalizer, template), verbalizer)
+        raw_choice = max(scores, key=scores.get)
+        cal_choice = max(scores, key=lambda y: scores[y] - prior[y])
+        correct += raw_choice == label
+        calibrated += cal_choice == label
+        positive += raw_choice == max(verbalizer)
+    n = len(tests)
+    return FewShotResult(k, correct / n, calibrated / n, used / n, positive / n, n)
