@@ -1,0 +1,152 @@
+"""The whole course side by side (notebook 12): the PTB perplexity ladder, the transfer table, and the pretrained
+models' directions of context, each read from the committed results and the shipped checkpoints.
+
+Every row names where its number comes from (a committed script's JSON or a shipped checkpoint's ``pretrain.json``),
+and a result measured with another checkpoint than the one shipped today is refused (:func:`require_checkpoint`),
+so a table never mixes a new model with an old model's numbers.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from ..recipes.shipping import PRETRAINED_DIR
+from . import results
+from .leaderboard import PUBLISHED
+
+CHECKPOINTS = {  # shipped checkpoint -> (folder, weights file)
+    "awd_lstm_ptb": (PRETRAINED_DIR, "awd_lstm_ptb.safetensors"),
+    "elmo_imdb": (PRETRAINED_DIR / "elmo_imdb", "elmo_imdb.safetensors"),
+    "gpt_imdb": (PRETRAINED_DIR / "gpt_imdb", "gpt_imdb.safetensors"),
+    "bert_imdb": (PRETRAINED_DIR / "bert_imdb", "bert_imdb.safetensors"),
+}
+
+
+def shipped_report(checkpoint: str) -> dict:
+    """The ``pretrain.json`` of a shipped checkpoint (recipe, tokens seen, metrics, sha256 of each file)."""
+    if checkpoint not in CHECKPOINTS:
+        raise ValueError(f"unknown checkpoint {checkpoint!r}; the shipped ones are {sorted(CHECKPOINTS)}")
+    folder, _ = CHECKPOINTS[checkpoint]
+    return json.loads((Path(folder) / "pretrain.json").read_text())
+
+
+def require_checkpoint(result: str, recorded_sha256: str, checkpoint: str) -> None:
+    """Refuse the committed result ``result`` unless it was measured with the shipped ``checkpoint``."""
+    folder, weights = CHECKPOINTS[checkpoint]
+    shipped = shipped_report(checkpoint)["sha256"][weights]
+    if recorded_sha256 != shipped:
+        raise RuntimeError(f"{result}.json was measured with another {checkpoint} checkpoint (sha256 "
+                           f"{str(recorded_sha256)[:12]}...) than the one shipped in {folder} ({shipped[:12]}...); "
+                           f"rerun the script that wrote it (its name is in the file's 'command' or docstring)")
+
+
+def _published(name: str) -> tuple[float, str] | None:
+    for model, ppl, source in PUBLISHED:
+        if model == name:
+            return ppl, source
+    return None
+
+
+def ptb_ladder(awd_parameters: int, zaremba_parameters: int) -> list[dict]:
+    """One row per PTB-trained model of the course, worst to best test perplexity: where the number comes from,
+    parameters, CPU seconds of training (one thread unless stated), and the published figure for that model.
+
+    The parameter counts of the AWD-LSTM and of Zaremba's LSTM are passed in, counted from the shipped checkpoint
+    and from the recorded config by the caller (building models is the notebook's business, not this table's)."""
+    ngram = {row["model"]: row for row in results.load("ngram")["full_ptb"]}["MKN5, all of PTB"]
+    nnlm, lstm = results.load("nnlm"), results.load("zaremba_small")
+    awd = shipped_report("awd_lstm_ptb")
+    transformers = results.load("ptb_transformers")
+    rows = [
+        dict(model="modified Kneser-Ney 5-gram", notebook="01", test_ppl=ngram["test_perplexity"], parameters=None,
+             seconds=ngram["fit_s"], source="tests/benchmarks/bench_ngram.py", published=_published("Kneser-Ney 5-gram")),
+        dict(model="Bengio NNLM (5-gram window, direct connections)", notebook="02", test_ppl=nnlm["test_ppl"],
+             parameters=nnlm["config"]["parameters"], seconds=nnlm["seconds"], source="tests/benchmarks/train_nnlm.py",
+             published=_published("Feed-forward NNLM")),
+        dict(model="LSTM 2x200 (Zaremba small)", notebook="03", test_ppl=lstm["test_ppl"], parameters=zaremba_parameters,
+             seconds=lstm["seconds"], source="tests/benchmarks/train_zaremba_small.py",
+             published=_published("LSTM small, 2x200 (Zaremba)")),
+        dict(model="AWD-LSTM (ULMFiT's general-domain LM)", notebook="06-07", test_ppl=awd["test_ppl"],
+             parameters=awd_parameters, seconds=awd["train_seconds"], source="lmlib/pretrained (shipped)",
+             published=_published("AWD-LSTM")),
+    ]
+    names = {"gpt_style": ("GPT-style decoder (absolute positions)", None),
+             "transformer_xl": ("Transformer-XL (memory 64)", _published("Transformer-XL"))}
+    for key, run in transformers["runs"].items():
+        name, published = names[key]
+        rows.append(dict(model=name, notebook="11-12", test_ppl=run["test_ppl"], parameters=run["parameters"],
+                         seconds=run["train_seconds"], source="tests/benchmarks/bench_ptb_transformers.py",
+                         published=published))
+    return sorted(rows, key=lambda r: -r["test_ppl"])
+
+
+def transfer_rows() -> list[dict]:
+    """Every sentiment-transfer measurement of notebooks 07-10, one row per (dataset, method, labels): mean accuracy,
+    standard error over seeds (None for one seed), seeds, test size and the result file. Results measured with
+    another checkpoint than the shipped one are refused."""
+    rows: list[dict] = []
+
+    def add(dataset, family, method, n_labels, mean, se, seeds, n_test, source):
+        rows.append(dict(dataset=dataset, family=family, method=method, n_labels=int(n_labels), mean=float(mean),
+                         se=None if se is None else float(se), seeds=seeds, n_test=n_test, source=source))
+
+    elmo = results.load("elmo_transfer")
+    require_checkpoint("elmo_transfer", elmo["pretrained"]["sha256"], "elmo_imdb")
+    elmo_family = {"ELMo (scalar mix)": "ELMo", "static vectors (char-CNN layer)": "ELMo",
+                   "from scratch (bag of embeddings)": "from scratch", "from scratch + ELMo (the paper's use)": "ELMo"}
+    for r in elmo["results"]:
+        add("IMDb", elmo_family[r["method"]], f"ELMo study: {r['method']}", r["n_labels"], r["mean"],
+            r["se"] if len(r["values"]) > 1 else None, len(r["values"]), r["n_test"], "elmo_transfer")
+
+    gpt = results.load("gpt_finetune")
+    require_checkpoint("gpt_finetune", gpt["checkpoint_sha256"], "gpt_imdb")
+    gpt_names = {"gpt_aux": ("GPT", "GPT fine-tuned, λ = 0.5"), "gpt": ("GPT", "GPT fine-tuned, λ = 0"),
+                 "scratch": ("from scratch", "GPT architecture, random init")}
+    gpt_test = gpt["settings"]["n_test"]
+    for r in gpt["summary"]:
+        family, name = gpt_names[r["condition"]]
+        add("IMDb", family, name, r["n_labels"], r["mean"], r["se"], r["seeds"], gpt_test, "gpt_finetune")
+
+    bert = results.load("bert_finetune")
+    require_checkpoint("bert_finetune", bert["checkpoint_sha256"], "bert_imdb")
+    tests = {}
+    for r in bert["rows"]:
+        tests[(r["task"], r["condition"], r["n_labels"])] = r.get("n_test")
+    for r in bert["summary"]:
+        family, name = ("BERT", "BERT fine-tuned") if r["condition"] == "bert" else ("from scratch", "BERT architecture, random init")
+        add({"imdb": "IMDb", "sst2": "SST-2 dev"}[r["task"]], family, name, r["n_labels"], r["mean"], r["se"], r["seeds"],
+            tests.get((r["task"], r["condition"], r["n_labels"])), "bert_finetune")
+
+    features = results.load("bert_features")
+    require_checkpoint("bert_features", features["checkpoint_sha256"], "bert_imdb")
+    imdb = features["imdb"]
+    for init, family in (("pretrained", "BERT"), ("random", "from scratch")):
+        candidates = [r for r in imdb["rows"] if r["init"] == init]
+        best = max(candidates, key=lambda r: r["accuracy"])
+        add("IMDb", family, f"BERT features ({init} weights), best layer: {best['features']}",
+            imdb["train_reviews"], best["accuracy"], None, 1, imdb["test_reviews"], "bert_features")
+
+    for part, family in (("ulmfit", "ULMFiT"), ("scratch", "from scratch")):
+        curve = results.load(f"ulmfit_curve_{part}")
+        if part == "ulmfit":
+            require_checkpoint("ulmfit_curve_ulmfit", curve["pretrained"]["sha256"], "awd_lstm_ptb")
+        for r in curve["results"]:
+            if r["dataset"] == "sst2":
+                name = "ULMFiT (PTB-pretrained AWD-LSTM)" if part == "ulmfit" else "AWD-LSTM classifier, random init"
+                add("SST-2 dev", family, name, r["n_labels"], r["accuracy"], None, 1, r["n_test"], f"ulmfit_curve_{part}")
+    return rows
+
+
+def context_directions(states: Callable[[object], torch.Tensor], original, changed, position: int) -> dict[str, bool]:
+    """Which positions' representations move when the token at ``position`` is replaced: ``{"earlier": ...,
+    "later": ...}``. ``states(x)`` maps an input to ``(1, T, d)`` representations; ``changed`` is ``original`` with
+    the token at ``position`` replaced. A left-to-right model moves only later positions, a bidirectional one both."""
+    with torch.no_grad():
+        delta = (states(changed) - states(original)).abs().amax(dim=-1)[0]  # (T,)
+    if delta.numel() <= position:
+        raise ValueError(f"position {position} is outside the {delta.numel()} positions of the input")
+    return {"earlier": bool((delta[:position] > 1e-5).any()), "later": bool((delta[position + 1:] > 1e-5).any())}

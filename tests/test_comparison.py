@@ -1,0 +1,60 @@
+"""lmlib.course.comparison: rows that reproduce the committed JSON, refusal of results from another checkpoint, and the
+direction-of-context check on models whose direction is known."""
+
+import copy
+
+import pytest
+import torch
+
+from lmlib.course import comparison, results
+from lmlib.models.bert import Bert, BertConfig
+from lmlib.models.gpt import GPT, GPTConfig
+
+torch.set_num_threads(1)
+
+
+def test_transfer_rows_reproduce_the_committed_summaries():
+    rows = comparison.transfer_rows()
+    gpt = {(r["condition"], r["n_labels"]): r["mean"] for r in results.load("gpt_finetune")["summary"]}
+    ours = {r["method"]: r for r in rows if r["source"] == "gpt_finetune" and r["n_labels"] == 1000}
+    assert ours["GPT fine-tuned, λ = 0.5"]["mean"] == gpt[("gpt_aux", 1000)]
+    assert ours["GPT architecture, random init"]["mean"] == gpt[("scratch", 1000)]
+    assert {r["dataset"] for r in rows} == {"IMDb", "SST-2 dev"}
+    assert all(0 < r["mean"] < 1 and (r["se"] is None) == (r["seeds"] == 1) for r in rows)
+
+
+def test_a_result_from_another_checkpoint_is_refused(monkeypatch):
+    real = results.load
+
+    def stale(name):
+        data = copy.deepcopy(real(name))
+        if name == "gpt_finetune":
+            data["checkpoint_sha256"] = "0" * 64
+        return data
+
+    monkeypatch.setattr(results, "load", stale)
+    with pytest.raises(RuntimeError, match="gpt_finetune.json was measured with another gpt_imdb checkpoint"):
+        comparison.transfer_rows()
+    with pytest.raises(ValueError, match="unknown checkpoint"):
+        comparison.shipped_report("gpt3")
+
+
+def test_the_ladder_is_sorted_and_carries_the_published_figures():
+    ladder = comparison.ptb_ladder(awd_parameters=1, zaremba_parameters=2)
+    assert [r["test_ppl"] for r in ladder] == sorted((r["test_ppl"] for r in ladder), reverse=True)
+    kn = next(r for r in ladder if "Kneser-Ney" in r["model"])
+    assert kn["published"][0] == 141.2
+    assert {r["parameters"] for r in ladder if "AWD" in r["model"] or "Zaremba" in r["model"]} == {1, 2}
+
+
+def test_context_directions_of_a_causal_and_a_bidirectional_model():
+    torch.manual_seed(0)
+    gpt = GPT(GPTConfig(vocab_size=30, block_size=16, num_layers=2, num_heads=2, d_model=16, dropout=0.0)).eval()
+    bert = Bert(BertConfig(vocab_size=30, block_size=16, num_layers=2, num_heads=2, d_model=16, dropout=0.0)).eval()
+    ids = torch.randint(0, 30, (1, 9))
+    changed = ids.clone()
+    changed[0, 4] = (ids[0, 4] + 1) % 30
+    assert comparison.context_directions(lambda t: gpt.hidden_states(t)[0], ids, changed, 4) == {"earlier": False, "later": True}
+    assert comparison.context_directions(lambda t: bert(t).hidden_states[-1], ids, changed, 4) == {"earlier": True, "later": True}
+    with pytest.raises(ValueError, match="outside the 9 positions"):
+        comparison.context_directions(lambda t: gpt.hidden_states(t)[0], ids, changed, 9)
