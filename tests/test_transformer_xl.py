@@ -83,7 +83,7 @@ def test_attention_scores_equal_the_four_terms_pair_by_pair(mem):
 
 @pytest.mark.parametrize("norm", ["pre", "post"])
 def test_without_memory_and_with_absolute_positions_it_is_lmlibs_gpt(norm):
-    xl = tiny(positions="absolute", mem_len=0, norm=norm, segment_len=8)
+    xl = tiny(positions="absolute", mem_len=0, norm=norm, segment_len=8, scale_embeddings=False)  # GPT does not scale
     gpt = GPT(GPTConfig(vocab_size=19, block_size=8, num_layers=2, num_heads=2, d_model=16, dropout=0.0, norm=norm))
     state = {k: v for k, v in xl.state_dict().items()}
     state["pos_emb.pe"] = sinusoidal_encoding(8, 16)
@@ -123,7 +123,7 @@ def test_a_short_memory_keeps_the_last_mem_len_positions_of_each_layers_input():
         embedded = model.tok_emb(b)
     assert all(m.shape == (2, 3, 16) for m in mems)  # only 3 positions existed
     assert all(m.shape == (2, 4, 16) for m in mems2)
-    assert torch.equal(mems2[0], torch.cat([mems[0], embedded], 1)[:, -4:])  # layer 0's input is the embedding
+    assert torch.equal(mems2[0], torch.cat([mems[0], embedded * 4.0], 1)[:, -4:])  # layer 0's input: embedding · √16
 
 
 def test_memory_changes_predictions_and_a_longer_memory_can_be_set_for_evaluation():
@@ -195,6 +195,8 @@ def test_training_step_runs_with_dropout_and_a_tiny_model_learns_a_repeating_tex
     ("num_heads", 3, "heads of an even size"),
     ("positions", "rotary", "'relative' (Transformer-XL) or 'absolute'"),
     ("norm", "middle", "'pre' or 'post'"),
+    ("layer_norm_eps", 0.0, "positive"),
+    ("d_model", 128.0, "TransformerXLConfig.d_model must be a positive int"),
 ])
 def test_bad_config_is_refused(field, value, words):
     settings = dict(vocab_size=19, d_model=16, num_heads=2)

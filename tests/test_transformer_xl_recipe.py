@@ -25,8 +25,11 @@ def test_cached_segments_of_one_token_equal_the_sliding_window_in_one_layer():
     cached = X.evaluate_with_memory(model, stream, mem_len=9, streams=1, skip=9, segment_len=1)
     assert cached == pytest.approx(sliding, abs=1e-5)
     deeper = small(num_layers=2)
+    with torch.no_grad():  # away from the near-uniform initial model, so the difference is far above rounding
+        for p in deeper.parameters():
+            p.add_(0.5 * torch.randn_like(p))
     assert X.evaluate_with_memory(deeper, stream, 9, streams=1, skip=9, segment_len=1) != pytest.approx(
-        X.evaluate_sliding_window(deeper, stream, context=10, targets=30), abs=1e-5)
+        X.evaluate_sliding_window(deeper, stream, context=10, targets=30), abs=1e-3)
 
 
 def test_skip_scores_the_same_targets_whatever_the_memory():

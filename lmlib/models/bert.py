@@ -40,6 +40,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..text.vocab import check_ids_in_range
+from .config_checks import check_positive_ints
 from .multihead import MultiHeadAttention
 from .state_dicts import check_state_dict, hf_from_pretrained
 
@@ -81,10 +82,8 @@ class BertConfig:
             self.d_ff = 4 * self.d_model
         if self.attention_dropout is None:
             self.attention_dropout = self.dropout
-        for name in ("vocab_size", "block_size", "type_vocab_size", "num_layers", "num_heads", "d_model", "d_ff"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"BertConfig.{name} must be a positive int, got {value!r}")
+        check_positive_ints(self, ("vocab_size", "block_size", "type_vocab_size", "num_layers", "num_heads", "d_model",
+                                   "d_ff"))
         if self.d_model % self.num_heads != 0:
             raise ValueError(f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}: each head "
                              f"gets d_model / num_heads dimensions; pick num_heads from "

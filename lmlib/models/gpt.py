@@ -36,6 +36,7 @@ from torch import nn
 
 from ..runtime import eval_mode
 from ..text.vocab import check_ids_in_range
+from .config_checks import check_positive_ints
 from .multihead import causal_mask, scaled_dot_product_attention
 from .positional import LearnedPositionalEncoding
 from .state_dicts import check_state_dict, hf_from_pretrained
@@ -71,10 +72,7 @@ class GPTConfig:
     def __post_init__(self):
         if self.d_ff is None:
             self.d_ff = 4 * self.d_model
-        for name in ("vocab_size", "block_size", "num_layers", "num_heads", "d_model", "d_ff"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"GPTConfig.{name} must be a positive int, got {value!r}")
+        check_positive_ints(self, ("vocab_size", "block_size", "num_layers", "num_heads", "d_model", "d_ff"))
         if self.d_model % self.num_heads != 0:
             raise ValueError(f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}: each head "
                              f"gets d_model / num_heads dimensions; pick num_heads from "

@@ -38,6 +38,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..text.vocab import check_ids_in_range
+from .config_checks import check_positive_ints
 from .gpt import ACTIVATIONS, MLP, NORMS
 from .multihead import scaled_dot_product_attention
 from .positional import sinusoidal_encoding
@@ -51,8 +52,10 @@ class TransformerXLConfig:
     earlier positions each layer keeps as memory, which may be raised for evaluation (``model.mem_len = ...``).
 
     ``positions="absolute"`` adds the sinusoids of positions 0..segment_len−1 to the embeddings instead and uses
-    plain attention: with ``mem_len=0`` that is the vanilla decoder the paper compares against. The other fields
-    mean what they mean in :class:`~lmlib.models.gpt.GPTConfig`.
+    plain attention: with ``mem_len=0`` that is the vanilla decoder the paper compares against.
+    ``scale_embeddings`` multiplies the token embeddings by √d_model (Vaswani et al. §3.4, notebook 05, and the
+    paper's code): with N(0, 0.02) embeddings and sinusoids of amplitude 1, the positions would otherwise drown the
+    tokens. The other fields mean what they mean in :class:`~lmlib.models.gpt.GPTConfig`.
     """
 
     vocab_size: int
@@ -68,14 +71,12 @@ class TransformerXLConfig:
     layer_norm_eps: float = 1e-5
     activation: str = "gelu_tanh"
     bias: bool = True
+    scale_embeddings: bool = True
 
     def __post_init__(self):
         if self.d_ff is None:
             self.d_ff = 4 * self.d_model
-        for name in ("vocab_size", "segment_len", "num_layers", "num_heads", "d_model", "d_ff"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"TransformerXLConfig.{name} must be a positive int, got {value!r}")
+        check_positive_ints(self, ("vocab_size", "segment_len", "num_layers", "num_heads", "d_model", "d_ff"))
         _check_mem_len(self.mem_len)
         if self.d_model % self.num_heads != 0 or (self.d_model // self.num_heads) % 2 != 0:
             raise ValueError(f"d_model={self.d_model} must split into num_heads={self.num_heads} heads of an even "
@@ -90,6 +91,8 @@ class TransformerXLConfig:
             raise ValueError(f"norm must be 'pre' or 'post', got {self.norm!r}")
         if self.activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}")
+        if not self.layer_norm_eps > 0:
+            raise ValueError(f"layer_norm_eps must be positive (1e-5 as in GPT-2), got {self.layer_norm_eps}")
 
     @property
     def head_dim(self) -> int:
@@ -299,7 +302,7 @@ class TransformerXL(nn.Module):
 
     def forward(self, idx: torch.Tensor, mems: tuple[torch.Tensor, ...] | None = None, return_attentions: bool = False):
         self._check_inputs(idx, mems)
-        h = self.tok_emb(idx)  # (B, T, C)
+        h = self.tok_emb(idx) * (math.sqrt(self.config.d_model) if self.config.scale_embeddings else 1.0)  # (B, T, C)
         if self.config.positions == "absolute":
             h = h + self.absolute_pe[: idx.size(1)]  # (B, T, C): U W_e + PE, positions restart every segment
         h = self.emb_dropout(h)
