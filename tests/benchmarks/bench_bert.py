@@ -26,7 +26,6 @@ import argparse
 import copy
 import datetime
 import json
-import os
 import statistics
 import time
 from pathlib import Path
@@ -34,6 +33,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from machine import load, machine
+from result_file import write_result
 
 from lmlib.models.bert import Bert
 
@@ -227,10 +227,7 @@ def main(quick: bool = False) -> None:
         earlier = json.loads(RESULTS.read_text())
         result["previous_runs"] = [{k: earlier[k] for k in ("date", "load_before", "load_after", "summary")},
                                    *earlier.get("previous_runs", [])][:5]
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    tmp = RESULTS.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result, indent=1) + "\n")
-    os.replace(tmp, RESULTS)
+    write_result(RESULTS, result)
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from machine import load, machine
+from result_file import write_result
 
 from lmlib.models.gpt import GPT, GPTConfig, generate
 from lmlib.training.schedules import weight_decay_groups
@@ -58,10 +59,7 @@ def save_section(name: str, section: dict) -> None:
                        "step, forward and cached greedy generation in tokens/s (ratio = lmlib / HF, > 1 means "
                        "lmlib is faster); and a character GPT's validation loss on Tiny Shakespeare")
     results[name] = section
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    tmp = RESULTS.with_suffix(".tmp")
-    tmp.write_text(json.dumps(results, indent=1) + "\n")
-    os.replace(tmp, RESULTS)
+    write_result(RESULTS, results)
 
 
 # --- speed ------------------------------------------------------------------------------------------------------

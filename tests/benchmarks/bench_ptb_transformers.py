@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import math
-import os
 import time
 from pathlib import Path
 
 import torch
 from machine import load, machine
+from result_file import write_result
 
 from lmlib.data import load_ptb
 from lmlib.recipes import transformer_xl as X
@@ -77,9 +76,7 @@ def main() -> None:
         "runs": runs, "machine": machine(), "load_before": load_before, "load_after": load(),
         "total_seconds": round(time.perf_counter() - started, 1),
     }
-    tmp = RESULTS.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(result, indent=1) + "\n")
-    os.replace(tmp, RESULTS)
+    write_result(RESULTS, result)
     print(f"wrote {RESULTS}")
 
 

@@ -35,12 +35,12 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
 import time
 from pathlib import Path
 
 import torch
 from machine import load, machine
+from result_file import write_result
 
 from lmlib.eval.scaling import fit_power_law, non_embedding_parameters, training_flops
 from lmlib.models.gpt import GPT, GPTConfig
@@ -70,10 +70,7 @@ def save_section(name: str, section: dict) -> None:
                        "non-embedding parameters N, trained on the same number of tokens (fixed_tokens) and on the "
                        "same compute C = 6ND (compute_matched); fit of L(N) = a·N^(−α) + c to the fixed-token runs")
     results[name] = section
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    tmp = RESULTS.with_suffix(".tmp")
-    tmp.write_text(json.dumps(results, indent=1) + "\n")
-    os.replace(tmp, RESULTS)
+    write_result(RESULTS, results)
 
 
 def data() -> tuple[torch.Tensor, torch.Tensor, dict]:

@@ -29,13 +29,13 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
 import time
 from pathlib import Path
 
 import torch
 from machine import load, machine
 from over_seeds import mean_se
+from result_file import write_result
 
 from lmlib.recipes import transformer_xl as X
 from lmlib.recipes.gpt import shakespeare_chars
@@ -133,9 +133,7 @@ def main() -> None:
     if previous is not None:
         result["earlier_runs"] = {"date": previous["date"], "load_before": previous["load_before"],
                                   "load_after": previous["load_after"], "total_seconds": previous["total_seconds"]}
-    tmp = RESULTS.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(result, indent=1) + "\n")
-    os.replace(tmp, RESULTS)
+    write_result(RESULTS, result)
     print(f"wrote {RESULTS}")
 
 

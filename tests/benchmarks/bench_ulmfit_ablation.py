@@ -27,13 +27,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 from pathlib import Path
 
 import bench_ulmfit_curve as C
 import torch
 from machine import load, machine
+from result_file import write_result
 
 from lmlib.models.awd_lstm import AWDLSTMLanguageModel
 from lmlib.models.ulmfit import ULMFiTClassifier, extend_vocab
@@ -99,12 +99,6 @@ def described() -> dict:
     return {k: dict(zip(("gradual", "factor", "epochs", "extend", "lm_finetune"), v)) for k, v in VARIANTS.items()}
 
 
-def write(path: Path, result: dict) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result, indent=1) + "\n")
-    os.replace(tmp, path)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--variants", nargs="+", choices=sorted(VARIANTS))
@@ -118,7 +112,7 @@ def main() -> None:
         result = {**parts[0], "what": WHAT, "variants": described(),
                   "rows": [rows[k] for k in sorted(rows, key=lambda k: (list(VARIANTS).index(k[0]), k[1]))],
                   "parts": [{k: v for k, v in part.items() if k not in ("rows", "variants")} for part in parts]}
-        write(RESULTS, result)
+        write_result(RESULTS, result)
         print(f"wrote {RESULTS} ({len(rows)} rows)")
         return
     torch.set_num_threads(1)
@@ -131,7 +125,7 @@ def main() -> None:
         for size in args.sizes or [None]:
             result["rows"].append(run_variant(name, size))
         result["load_after"] = load()
-        write(args.out or RESULTS, result)
+        write_result(args.out or RESULTS, result)
 
 
 if __name__ == "__main__":

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
+
+from result_file import write_result
 
 from lmlib.training.trainer import Callback, Trainer
 
@@ -36,10 +37,7 @@ class EpochReport(Callback):
         self.result, self.out, self.row = result, out, row
 
     def write(self) -> None:
-        self.out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.out.with_suffix(".part")
-        tmp.write_text(json.dumps(self.result, indent=1))
-        os.replace(tmp, self.out)
+        write_result(self.out, self.result)
 
     def on_epoch_end(self, trainer: Trainer, logs: dict) -> None:
         self.result["epochs"].append(self.row(trainer, logs))
