@@ -61,7 +61,7 @@ class BiasedModel(nn.Module):
     config = SimpleNamespace(block_size=256)
 
     def forward(self, ids):
-        logits = torch.zeros(1, ids.size(1), 128)
+        logits = torch.zeros(ids.size(0), ids.size(1), 128)
         seen_g = (ids == ord("g")).cumsum(1) > 0  # (1, L)
         logits[..., ord("n")] = 4.5
         logits[..., ord("p")] = 3.0 + 1.0 * seen_g

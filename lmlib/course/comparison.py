@@ -14,15 +14,13 @@ from pathlib import Path
 
 import torch
 
-from ..recipes.shipping import PRETRAINED_DIR
+from ..recipes import bert, elmo, gpt, ulmfit
 from . import results
 from .leaderboard import PUBLISHED
 
-CHECKPOINTS = {  # shipped checkpoint -> (folder, weights file)
-    "awd_lstm_ptb": (PRETRAINED_DIR, "awd_lstm_ptb.safetensors"),
-    "elmo_imdb": (PRETRAINED_DIR / "elmo_imdb", "elmo_imdb.safetensors"),
-    "gpt_imdb": (PRETRAINED_DIR / "gpt_imdb", "gpt_imdb.safetensors"),
-    "bert_imdb": (PRETRAINED_DIR / "bert_imdb", "bert_imdb.safetensors"),
+CHECKPOINTS = {  # shipped checkpoint -> (folder, weights file), where each recipe writes it
+    "awd_lstm_ptb": (ulmfit.PRETRAINED_DIR, "awd_lstm_ptb.safetensors"),
+    **{recipe.NAME: (recipe.CHECKPOINT_DIR, f"{recipe.NAME}.safetensors") for recipe in (elmo, gpt, bert)},
 }
 
 

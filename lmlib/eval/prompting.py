@@ -48,21 +48,22 @@ def build_prompt(examples: Sequence[tuple[str, int]], query: str, verbalizer: Ma
 
 @torch.no_grad()
 def label_log_probs(model, tokenizer, prompt: str, verbalizer: Mapping[int, str] = VERBALIZER) -> dict[int, float]:
-    """log P(verbalizer[y] | prompt) for every label y: the sum of the log-probabilities of the word's tokens."""
+    """log P(verbalizer[y] | prompt) for every label y: the sum of the log-probabilities of the word's tokens.
+
+    One forward pass scores every label: the rows ``prompt + word_y`` go in as one batch, right-padded to the
+    longest word (a left-to-right model's predictions never see the padding after them)."""
     context = tokenizer.encode(prompt)
-    limit = model.config.block_size
-    scores = {}
+    answers = {label: tokenizer.encode(word) for label, word in verbalizer.items()}
+    width = max(len(a) for a in answers.values())
+    if len(context) + width > model.config.block_size:
+        raise ValueError(f"the prompt and the label word take {len(context) + width} tokens, more than this model's "
+                         f"context of {model.config.block_size}; use fewer examples (k) or shorter texts")
+    rows = torch.tensor([context + a + [0] * (width - len(a)) for a in answers.values()])  # (labels, T)
     with eval_mode(model):
-        for label, word in verbalizer.items():
-            answer = tokenizer.encode(word)
-            ids = context + answer
-            if len(ids) > limit:
-                raise ValueError(f"the prompt and the label word take {len(ids)} tokens, more than this model's "
-                                 f"context of {limit}; use fewer examples (k) or shorter texts")
-            logits = model(torch.tensor([ids]))[0]  # (len(ids), V)
-            logp = torch.log_softmax(logits[len(context) - 1: -1].float(), dim=-1)  # predictions of the answer's tokens
-            scores[label] = logp.gather(1, torch.tensor(answer)[:, None]).sum().item()
-    return scores
+        logits = model(rows)[:, len(context) - 1: len(context) - 1 + width]  # (labels, width, V): the words' predictions
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    return {label: logp[i, :len(a)].gather(1, torch.tensor(a)[:, None]).sum().item()
+            for i, (label, a) in enumerate(answers.items())}
 
 
 def fitting_examples(model, tokenizer, examples: Sequence[tuple[str, int]], query: str,

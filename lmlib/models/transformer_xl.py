@@ -309,7 +309,8 @@ class TransformerXL(nn.Module):
         new_mems, attentions = [], []
         for layer, block in enumerate(self.blocks):
             mem = None if mems is None or mems[layer].size(1) == 0 else mems[layer]  # (B, M, C) or None
-            new_mems.append(self._updated_memory(mem, h))
+            if self.mem_len > 0:
+                new_mems.append(self._updated_memory(mem, h))
             h, weights = block(h, mem, self.u, self.v, return_attentions)  # (B, T, C)
             attentions.append(weights)
         logits = self.lm_head(self.ln_f(h))  # (B, T, V)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 import torch.nn.functional as F
@@ -75,6 +76,16 @@ def train(model: TransformerXL, stream: torch.Tensor, steps: int, callbacks: lis
     return trainer
 
 
+@contextmanager
+def memory_length(model: TransformerXL, mem_len: int):
+    """Evaluate ``model`` with a memory of ``mem_len`` positions inside the block, restoring its own afterwards."""
+    saved, model.mem_len = model.mem_len, mem_len
+    try:
+        yield model
+    finally:
+        model.mem_len = saved
+
+
 @torch.no_grad()
 def evaluate_with_memory(model: TransformerXL, stream: torch.Tensor, mem_len: int, streams: int = 8,
                          skip: int = 0, segment_len: int | None = None) -> float:
@@ -84,22 +95,17 @@ def evaluate_with_memory(model: TransformerXL, stream: torch.Tensor, mem_len: in
     are not scored, so that settings with different memories score the same targets, each with its full memory.
     """
     segment_len = segment_len or model.config.segment_len
-    data = batchify(stream, streams)
-    if skip >= data.size(1) - 1:
-        raise ValueError(f"skip={skip} leaves no target in streams of {data.size(1)} tokens; lower skip or streams")
-    saved = model.mem_len
-    model.mem_len = mem_len
+    per_stream = stream.numel() // streams
+    if skip >= per_stream - 1:
+        raise ValueError(f"skip={skip} leaves no target in streams of {per_stream} tokens; lower skip or streams")
     total, count, mems = 0.0, 0, None
-    try:
-        with eval_mode(model):
-            for start, (x, y) in zip(range(0, data.size(1), segment_len), bptt_batches(data, segment_len)):
-                logits, mems = model(x, mems)
-                nll = F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="none").view_as(y)  # (S, T)
-                keep = max(0, skip - start)
-                total += nll[:, keep:].sum().item()
-                count += nll[:, keep:].numel()
-    finally:
-        model.mem_len = saved
+    with memory_length(model, mem_len), eval_mode(model):
+        for start, (x, y) in zip(range(0, per_stream, segment_len), segments(stream, streams, segment_len)):
+            logits, mems = model(x, mems)
+            nll = F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="none").view_as(y)  # (S, T)
+            keep = max(0, skip - start)
+            total += nll[:, keep:].sum().item()
+            count += nll[:, keep:].numel()
     return total / count
 
 
@@ -109,16 +115,11 @@ def evaluate_sliding_window(model: TransformerXL, stream: torch.Tensor, context:
     forward pass over exactly the ``context`` tokens before it (no memory), one window at a time."""
     if stream.numel() < context + targets:
         raise ValueError(f"the stream holds {stream.numel()} tokens; context {context} + targets {targets} need more")
-    saved = model.mem_len
-    model.mem_len = 0
     total = 0.0
-    try:
-        with eval_mode(model):
-            for t in range(context, context + targets):
-                logits, _ = model(stream[None, t - context:t])  # (1, context, V)
-                total += F.cross_entropy(logits[:, -1], stream[t:t + 1]).item()  # only the last position is new
-    finally:
-        model.mem_len = saved
+    with memory_length(model, 0), eval_mode(model):
+        for t in range(context, context + targets):
+            logits, _ = model(stream[None, t - context:t])  # (1, context, V)
+            total += F.cross_entropy(logits[:, -1], stream[t:t + 1]).item()  # only the last position is new
     return total / targets
 
 
