@@ -252,3 +252,141 @@ def test_shipped_checkpoint_perplexity_on_a_slice_of_ptb_valid_equals_an_nn_lstm
     # a sanity bound against the recorded whole-set value: this slice is harder than the average (about 156
     # against 130.8), but a different or untrained checkpoint (hundreds to ~10,000) is far outside it
     assert 0.8 < got / report["valid_ppl"] < 1.4
+
+
+# -- IMDb: stage (b)'s tokens and checkpoint, stage (c)'s truncation and schedules -------------------------
+
+def test_review_tokens_split_like_the_penn_treebank():
+    from lmlib.recipes.ulmfit import review_tokens
+
+    assert review_tokens("I didn't like the film's 2 endings (1,500 minutes)!") == [
+        "i", "did", "n't", "like", "the", "film", "'s", "N", "endings", "(", "N", "minutes", ")", "!"]
+    assert review_tokens("Can't stop.\nWe'll see") == ["ca", "n't", "stop", ".", "we", "'ll", "see"]
+    assert review_tokens("n't") == ["n't"]  # a clitic alone stays whole, not split into nothing and itself
+
+
+def test_review_tokens_clitics_are_words_of_the_ptb_vocabulary():
+    from lmlib.recipes.ulmfit import _CLITICS, ptb_vocab
+
+    vocab = ptb_vocab()
+    assert all(c in vocab for c in _CLITICS), [c for c in _CLITICS if c not in vocab]
+
+
+def test_head_and_tail_keeps_the_opening_and_the_ending():
+    from lmlib.recipes.ulmfit import head_and_tail
+
+    seq = list(range(10))
+    assert head_and_tail(seq, 10) == seq and head_and_tail(seq, 12) == seq
+    assert head_and_tail(seq, 4) == [0, 1, 8, 9]
+    assert head_and_tail(seq, 5) == [0, 1, 7, 8, 9]  # odd: the extra token goes to the tail
+    assert len(head_and_tail(list(range(1000)), 128)) == 128
+    with pytest.raises(ValueError, match="at least 2"):
+        head_and_tail(seq, 1)
+
+
+def _tiny_classifier(seed=0):
+    torch.manual_seed(seed)
+    return ULMFiTClassifier(AWDLSTMLanguageModel(tiny_cfg()).encoder, 2)
+
+
+def test_train_classifier_caps_the_steps_of_each_epoch():
+    from lmlib.recipes.ulmfit import train_classifier
+
+    seqs, labels = _toy_classification(n=80)  # 10 batches of 8
+    trainer = train_classifier(_tiny_classifier(), seqs, labels, epochs=3, batch_size=8, max_steps_per_epoch=4)
+    assert trainer.step == 12
+    trainer = train_classifier(_tiny_classifier(), seqs, labels, epochs=2, batch_size=8, min_steps_per_epoch=25)
+    assert trainer.step == 2 * 30  # three shuffled passes of 10 batches reach 25
+    with pytest.raises(ValueError, match="max_steps_per_epoch"):
+        train_classifier(_tiny_classifier(), seqs, labels, epochs=1, max_steps_per_epoch=0)
+    with pytest.raises(ValueError, match="'stlr' or 'constant'"):
+        train_classifier(_tiny_classifier(), seqs, labels, epochs=1, schedule="cosine")
+
+
+def test_train_classifier_schedules_against_the_stlr_equation():
+    from lmlib.recipes.ulmfit import train_classifier
+    from lmlib.training.callbacks import Callback
+    from lmlib.training.schedules import stlr
+
+    class Rates(Callback):
+        def __init__(self):
+            self.seen = []
+
+        def on_batch_begin(self, trainer, batch):
+            self.seen.append([g["lr"] for g in trainer.optimizer.param_groups])
+
+    seqs, labels = _toy_classification(n=40)  # 5 batches of 8
+    for schedule in ("stlr", "constant"):
+        rates = Rates()
+        train_classifier(_tiny_classifier(), seqs, labels, epochs=2, eta_top=0.01, factor=2.0, batch_size=8,
+                         min_steps_per_epoch=1, schedule=schedule, callbacks=[rates])
+        T = 10
+        for t, group_rates in enumerate(rates.seen):
+            scale = stlr(t, T, eta_max=1.0) if schedule == "stlr" else 1.0
+            expected = [0.01 * scale / 2.0 ** (4 - g) for g in range(5)]  # discriminative: η/2 per group down
+            assert group_rates == pytest.approx(expected, rel=1e-9), (schedule, t)
+
+
+def test_grow_vocab_with_extend_vocabs_words_builds_the_same_model_and_refuses_known_words():
+    from lmlib.models.ulmfit import grow_vocab
+
+    torch.manual_seed(0)
+    vocab = Vocab("a b c d e f g h i j".split(), specials=("<pad>",), unk="<unk>")
+    lm = AWDLSTMLanguageModel(tiny_cfg(len(vocab), pad_id=0))
+    texts = [["a", "zz", "yy", "zz"], ["yy", "zz", "xx"]]
+    extended, ext_vocab = extend_vocab(lm, vocab, texts, min_freq=1)
+    assert ext_vocab.itos[len(vocab):] == ["zz", "yy", "xx"]  # most frequent first, ties alphabetical
+    grown, grown_vocab = grow_vocab(lm, vocab, ext_vocab.itos[len(vocab):])
+    assert grown_vocab.itos == ext_vocab.itos
+    for (k, a), (_, b) in zip(grown.state_dict().items(), extended.state_dict().items()):
+        assert torch.equal(a, b), k
+    with pytest.raises(ValueError, match="already known or repeated"):
+        grow_vocab(lm, vocab, ["zz", "a"])
+    with pytest.raises(ValueError, match="already known or repeated"):
+        grow_vocab(lm, vocab, ["zz", "zz"])
+
+
+IMDB_SHIPPED = pytest.mark.skipif(not (PRETRAINED_DIR / "ulmfit_imdb" / "pretrain.json").is_file(),
+                                  reason="stage (b) checkpoint not shipped")
+
+
+@IMDB_SHIPPED
+def test_stage_b_checkpoint_is_small_fp16_verified_and_made_by_the_recipe_in_the_code():
+    import hashlib
+
+    from safetensors import safe_open
+
+    from lmlib.recipes.ulmfit import IMDB_DIR, IMDB_RECIPE, ptb_vocab
+
+    report = json.loads((IMDB_DIR / "pretrain.json").read_text())
+    weights = IMDB_DIR / "ulmfit_imdb.safetensors"
+    assert weights.stat().st_size <= 10 * 1024 * 1024
+    for name, recorded in report["sha256"].items():
+        assert hashlib.sha256((IMDB_DIR / name).read_bytes()).hexdigest() == recorded, name
+    assert report["recipe"] == json.loads(json.dumps(IMDB_RECIPE)), "rerun `python -m lmlib.recipes.ulmfit finetune-imdb`"
+    assert report["stage_a"]["sha256"] == json.loads((PRETRAINED_DIR / "pretrain.json").read_text())["sha256"]["awd_lstm_ptb.safetensors"]
+    assert report["tokens_seen"] == IMDB_RECIPE["steps"] * IMDB_RECIPE["batch_size"] * IMDB_RECIPE["bptt"]
+    lm, vocab = load_pretrained(IMDB_DIR)
+    ptb = ptb_vocab()
+    assert vocab.itos[: len(ptb)] == ptb.itos and len(vocab) == len(ptb) + IMDB_RECIPE["max_new"] == lm.config.vocab_size
+    with safe_open(str(weights), framework="pt") as fh:
+        assert {fh.get_slice(k).get_dtype() for k in fh.keys()} == {"F16"}
+    # stage (b) did what it is for: in-domain perplexity fell
+    assert report["after"]["imdb_held_out_ppl"] < report["before"]["imdb_held_out_ppl"]
+    readme = (IMDB_DIR / "README.md").read_text()
+    for sha in report["sha256"].values():
+        assert sha in readme
+    for key in ("imdb_held_out_ppl", "ptb_test_ppl"):
+        assert f"{report['before'][key]:,.1f}" in readme and f"{report['after'][key]:,.1f}" in readme
+
+
+@IMDB_SHIPPED
+def test_stage_b_lm_beats_the_ptb_lm_on_held_out_reviews_it_never_trained_on(one_thread):
+    from lmlib.models.ulmfit import grow_vocab
+    from lmlib.recipes.ulmfit import IMDB_DIR, evaluate_lm, imdb_held_out, review_stream
+
+    imdb_lm, imdb_vocab = load_pretrained(IMDB_DIR)
+    ptb_lm, ptb_vocab = load_pretrained()
+    before, _ = grow_vocab(ptb_lm, ptb_vocab, imdb_vocab.itos[len(ptb_vocab):])
+    ids = review_stream(imdb_vocab, imdb_held_out(20))
+    assert evaluate_lm(imdb_lm, ids) < 0.5 * evaluate_lm(before, ids)

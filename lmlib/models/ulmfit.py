@@ -6,7 +6,7 @@ task's text, (c) fine-tuning a classifier built on its encoder. This module hold
 to the model:
 
 * the vocabulary extension of stage (b): words of the target text that the general vocabulary lacks
-  get new rows initialised with the mean embedding (:func:`extend_vocab`);
+  get new rows initialised with the mean embedding (:func:`extend_vocab`, :func:`grow_vocab`);
 * the classifier of stage (c): the encoder under a new head, concat pooling
   h_c = [h_T, maxpool(H), meanpool(H)] (:func:`concat_pool`), then
   BatchNorm → Dropout → Linear → ReLU → BatchNorm → Dropout → Linear (:class:`PoolingClassifierHead`).
@@ -31,17 +31,27 @@ def extend_vocab(model: AWDLSTMLanguageModel, vocab: Vocab, texts: Sequence[Sequ
                  max_new: int | None = None) -> tuple[AWDLSTMLanguageModel, Vocab]:
     """Add the target texts' frequent new words to ``vocab`` and ``model`` (Howard & Ruder 2018, sec. 3.2).
 
-    Known words keep their pretrained rows; each new word's embedding row is the mean of the pretrained
-    rows (and its decoder bias the mean bias), so a new word starts as an "average word" rather than noise.
-    Words seen fewer than ``min_freq`` times stay ``<unk>``; at most ``max_new`` (most frequent first) are added.
-    Returns a new model and vocabulary; the inputs are not modified.
+    Words seen fewer than ``min_freq`` times stay ``<unk>``; at most ``max_new`` (most frequent first) are
+    added, each as :func:`grow_vocab` adds it. Returns a new model and vocabulary; the inputs are not modified.
     """
     if min_freq < 1:
         raise ValueError(f"min_freq must be at least 1, got {min_freq}")
     counts = Counter(tok for text in texts for tok in text)
     new_words = sorted((w for w, c in counts.items() if c >= min_freq and w not in vocab), key=lambda w: (-counts[w], w))
-    new_words = new_words[:max_new]
-    new_vocab = Vocab.from_itos(vocab.itos + new_words, vocab.unk,
+    return grow_vocab(model, vocab, new_words[:max_new], counts)
+
+
+def grow_vocab(model: AWDLSTMLanguageModel, vocab: Vocab, new_words: Sequence[str],
+               counts: Counter | None = None) -> tuple[AWDLSTMLanguageModel, Vocab]:
+    """``vocab`` and ``model`` with ``new_words`` appended, in that order. Known words keep their pretrained rows;
+    each new word's embedding row is the mean of the pretrained rows (and its decoder bias the mean bias), so
+    a new word starts as an "average word" rather than noise. ``counts`` (optional) are the new words' counts,
+    kept in the vocabulary. Returns a new model and vocabulary; the inputs are not modified."""
+    clash = [w for w in new_words if w in vocab]
+    if clash or len(set(new_words)) != len(new_words):
+        raise ValueError(f"new_words must be new and distinct; already known or repeated: {(clash or list(new_words))[:5]}")
+    counts = counts or Counter()
+    new_vocab = Vocab.from_itos(vocab.itos + list(new_words), vocab.unk,
                                 Counter(vocab.counts) + Counter({w: counts[w] for w in new_words}))
     config = AWDLSTMConfig(**{**model.config.__dict__, "vocab_size": len(new_vocab)})
     new_model = AWDLSTMLanguageModel(config)

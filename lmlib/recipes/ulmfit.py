@@ -29,7 +29,7 @@ import torch
 
 from ..data import load_ptb, load_rt_polarity, load_sst2, sha256_of
 from ..models.awd_lstm import AWDLSTMConfig, AWDLSTMLanguageModel
-from ..models.ulmfit import ULMFiTClassifier
+from ..models.ulmfit import ULMFiTClassifier, extend_vocab
 from ..runtime import seed_everything
 from ..text.batching import batchify, bptt_batches, classification_batches
 from ..text.vocab import PAD, UNK, Vocab
@@ -100,8 +100,9 @@ def pretrain(out_dir: str | Path, steps: int | None = None) -> dict:
     return save_pretrained(model, vocab, out_dir, report)
 
 
-def save_pretrained(model: AWDLSTMLanguageModel, vocab: Vocab, out_dir: str | Path, report: dict) -> dict:
-    """Write ``awd_lstm_ptb.safetensors`` (fp16, tied weight once), ``vocab.json`` and ``pretrain.json``
+def save_pretrained(model: AWDLSTMLanguageModel, vocab: Vocab, out_dir: str | Path, report: dict,
+                    stem: str = "awd_lstm_ptb") -> dict:
+    """Write ``<stem>.safetensors`` (fp16, tied weight once), ``vocab.json`` and ``pretrain.json``
     (``report`` plus both files' sha256) to ``out_dir``."""
     from safetensors.torch import save_file
 
@@ -109,17 +110,17 @@ def save_pretrained(model: AWDLSTMLanguageModel, vocab: Vocab, out_dir: str | Pa
     out_dir.mkdir(parents=True, exist_ok=True)
     tensors = {k: v.detach().to(torch.float16).contiguous() for k, v in model.state_dict().items()
                if not (model.config.tie_weights and k == "decoder.weight")}
-    weights = out_dir / "awd_lstm_ptb.safetensors"
+    weights = out_dir / f"{stem}.safetensors"
     save_file(tensors, str(weights), metadata={"config": json.dumps(model.config.__dict__)})
     vocab.save(out_dir / "vocab.json")
-    report = {**report, "sha256": {"awd_lstm_ptb.safetensors": sha256_of(weights),
-                                   "vocab.json": sha256_of(out_dir / "vocab.json")}}
+    report = {**report, "sha256": {weights.name: sha256_of(weights), "vocab.json": sha256_of(out_dir / "vocab.json")}}
     (out_dir / "pretrain.json").write_text(json.dumps(report, indent=2))
     return report
 
 
 def load_pretrained(directory: str | Path = PRETRAINED_DIR, verify: bool = True, **dropouts) -> tuple[AWDLSTMLanguageModel, Vocab]:
-    """The shipped PTB language model and its vocabulary, after checking both files' sha256.
+    """An AWD-LSTM language model written by :func:`save_pretrained` and its vocabulary, after checking
+    both files' sha256: by default the shipped PTB model of stage (a); ``IMDB_DIR`` holds stage (b)'s.
 
     ``dropouts`` (e.g. ``output_p=0.4``) override the pretraining dropouts for fine-tuning.
     """
@@ -127,15 +128,17 @@ def load_pretrained(directory: str | Path = PRETRAINED_DIR, verify: bool = True,
 
     directory = Path(directory)
     report = json.loads((directory / "pretrain.json").read_text())
+    rebuild = report.get("rebuild", "python -m lmlib.recipes.ulmfit pretrain")
     for name, expected in report["sha256"].items():
         path = directory / name
         if not path.is_file():
-            raise FileNotFoundError(f"{name} is missing from {directory}; rerun `python -m lmlib.recipes.ulmfit pretrain`")
+            raise FileNotFoundError(f"{name} is missing from {directory}; rerun `{rebuild}`")
         actual = sha256_of(path) if verify else expected
         if actual != expected:
             raise ValueError(f"{name} has sha256 {actual}, expected {expected}: the file is corrupt "
-                             f"or was replaced; restore it from git or rerun `python -m lmlib.recipes.ulmfit pretrain`")
-    with safe_open(str(directory / "awd_lstm_ptb.safetensors"), framework="pt") as fh:
+                             f"or was replaced; restore it from git or rerun `{rebuild}`")
+    weights = next(name for name in report["sha256"] if name.endswith(".safetensors"))
+    with safe_open(str(directory / weights), framework="pt") as fh:
         saved = json.loads(fh.metadata()["config"])
         tensors = {k: fh.get_tensor(k).float() for k in fh.keys()}
     saved = {_RENAMED_CONFIG_FIELDS.get(k, k): v for k, v in saved.items()}
@@ -167,38 +170,179 @@ def finetune_lm(model: AWDLSTMLanguageModel, ids: torch.Tensor, epochs: int = 1,
     return trainer
 
 
+# -- (b) on IMDb: the fine-tuned LM shipped in lmlib/pretrained/ulmfit_imdb/ -----------------------------
+
+IMDB_DIR = PRETRAINED_DIR / "ulmfit_imdb"
+IMDB_REBUILD = "python -m lmlib.recipes.ulmfit finetune-imdb --out lmlib/pretrained/ulmfit_imdb"
+# Dropouts for stages (b) and (c): the pretraining ones were tuned for 6.7M PTB tokens; fine-tuning on less
+# text with a bigger vocabulary needs more.
+FINETUNE_DROPOUTS = dict(embed_p=0.05, input_p=0.25, hidden_p=0.15, weight_p=0.2, output_p=0.25)
+# max_new keeps the fp16 checkpoint under 10 MB (16,001 words x 200 dims dominate its 4.9M parameters).
+IMDB_RECIPE = dict(seed=0, held_out_reviews=1000, min_freq=2, max_new=6000, steps=1000, batch_size=32, bptt=70,
+                   eta_max=4e-3, factor=2.6, dropouts=FINETUNE_DROPOUTS)
+_CLITICS = ("n't", "'s", "'re", "'ve", "'ll", "'d", "'m")
+
+
+def review_tokens(text: str) -> list[str]:
+    """An IMDb review as PTB-style tokens, so the PTB vocabulary covers as much of it as it can: lower case,
+    numbers written ``N``, punctuation split off (:func:`lmlib.recipes.elmo.tokenize`) and clitics too
+    (``don't`` -> ``do n't``, ``film's`` -> ``film 's``), as the Penn Treebank writes them."""
+    from .elmo import tokenize as word_tokens
+
+    out: list[str] = []
+    for tok in word_tokens(text.lower()):
+        if tok[0].isdigit():
+            out.append("N")
+            continue
+        clitic = next((c for c in _CLITICS if tok.endswith(c) and len(tok) > len(c)), None)
+        out.extend((tok[: -len(clitic)], clitic) if clitic else (tok,))
+    return out
+
+
+def _unsup_order(seed: int) -> list[int]:
+    return torch.randperm(50_000, generator=torch.Generator().manual_seed(seed)).tolist()
+
+
+def imdb_held_out(held_out_reviews: int = IMDB_RECIPE["held_out_reviews"], seed: int = IMDB_RECIPE["seed"]) -> list[list[str]]:
+    """The unlabelled reviews stage (b) never trains on (the first ``held_out_reviews`` of a seeded shuffle),
+    as token lists: where its perplexity is measured."""
+    from ..data import load_imdb
+
+    unsup = load_imdb("unsup").texts
+    return [review_tokens(unsup[i]) for i in _unsup_order(seed)[:held_out_reviews]]
+
+
+def imdb_lm_texts(held_out_reviews: int = IMDB_RECIPE["held_out_reviews"], seed: int = IMDB_RECIPE["seed"]):
+    """Stage (b)'s text as token lists, ``(train, held_out)``: IMDb's 50,000 unlabelled reviews and its 25,000
+    training reviews without their labels (as Howard & Ruder do), shuffled (seeded), less the
+    :func:`imdb_held_out` reviews. The test reviews are never used."""
+    from ..data import load_imdb
+
+    unsup, train = load_imdb("unsup").texts, load_imdb("train").texts
+    if len(unsup) != 50_000:
+        raise ValueError(f"expected IMDb's 50,000 unlabelled reviews, found {len(unsup):,}: is the data mirror complete?")
+    rest = [unsup[i] for i in _unsup_order(seed)[held_out_reviews:]] + list(train)
+    order = torch.randperm(len(rest), generator=torch.Generator().manual_seed(seed + 1)).tolist()
+    return [review_tokens(rest[i]) for i in order], imdb_held_out(held_out_reviews, seed)
+
+
+def review_stream(vocab: Vocab, texts: Sequence[Sequence[str]]) -> torch.Tensor:
+    """The reviews as one token stream, ``<eos>`` after each (PTB's sentence end)."""
+    return torch.tensor([i for text in texts for i in vocab.encode([*text, "<eos>"])], dtype=torch.long)
+
+
+def imdb_vocab_and_lm(lm_texts: Sequence[Sequence[str]], pretrained: bool = True,
+                      recipe: dict = IMDB_RECIPE) -> tuple[AWDLSTMLanguageModel, Vocab]:
+    """The PTB vocabulary extended with the ``max_new`` most frequent new words of ``lm_texts``, and the
+    shipped PTB LM grown to match (``pretrained=False``: the same architecture and vocabulary, random init)."""
+    if pretrained:
+        lm, vocab = load_pretrained(**recipe["dropouts"])
+    else:
+        vocab = ptb_vocab()
+        lm = AWDLSTMLanguageModel(AWDLSTMConfig(vocab_size=len(vocab), pad_id=vocab[PAD],
+                                                **{**PRETRAIN_CONFIG, **recipe["dropouts"]}))
+    lm, vocab = extend_vocab(lm, vocab, lm_texts, recipe["min_freq"], recipe["max_new"])
+    if not pretrained:  # every row random, the new words' too (extend_vocab gave them all one mean row)
+        lm = AWDLSTMLanguageModel(lm.config)
+    return lm, vocab
+
+
+def finetune_imdb(out_dir: str | Path, steps: int | None = None, print_every: int = 50) -> dict:
+    """Stage (b) on IMDb: extend the PTB LM's vocabulary, fine-tune it for ``steps`` windows of unlabelled
+    reviews with discriminative rates and STLR, and write it with :func:`save_pretrained`. Perplexity on
+    held-out reviews (and on PTB test, to see what the general domain loses) is measured before and after."""
+    recipe = dict(IMDB_RECIPE, steps=steps or IMDB_RECIPE["steps"])
+    seed_everything(recipe["seed"])
+    lm_texts, held_out = imdb_lm_texts(recipe["held_out_reviews"], recipe["seed"])
+    lm, vocab = imdb_vocab_and_lm(lm_texts, recipe=recipe)
+    need = recipe["batch_size"] * (recipe["steps"] * recipe["bptt"] + 1)
+    used, n_tokens = 0, 0
+    while n_tokens < need and used < len(lm_texts):
+        n_tokens += len(lm_texts[used]) + 1
+        used += 1
+    train_ids, held_ids = review_stream(vocab, lm_texts[:used]), review_stream(vocab, held_out)
+    ptb_test = _ptb_ids(vocab, "test")
+    before = {"imdb_held_out_ppl": evaluate_lm(lm, held_ids), "ptb_test_ppl": evaluate_lm(lm, ptb_test)}
+    print(json.dumps({"before": before}), flush=True)
+    seed_everything(recipe["seed"])
+    start = time.perf_counter()
+    trainer = finetune_lm(lm, train_ids, eta_max=recipe["eta_max"], batch_size=recipe["batch_size"],
+                          bptt=recipe["bptt"], max_steps=recipe["steps"], callbacks=[PrintEvery(print_every)])
+    train_seconds = time.perf_counter() - start
+    after = {"imdb_held_out_ppl": evaluate_lm(lm, held_ids), "ptb_test_ppl": evaluate_lm(lm, ptb_test)}
+    held_unk = (held_ids == vocab.unk_id).float().mean().item()
+    stage_a = json.loads((PRETRAINED_DIR / "pretrain.json").read_text())
+    report = {
+        "model": "AWD-LSTM (lmlib.models.awd_lstm): ULMFiT stage (b), the PTB LM fine-tuned on IMDb reviews",
+        "rebuild": IMDB_REBUILD, "config": lm.config.__dict__, "recipe": recipe,
+        "stage_a": {"sha256": stage_a["sha256"]["awd_lstm_ptb.safetensors"], "tokens_seen": stage_a["tokens_seen"],
+                    "ptb_test_ppl": stage_a["test_ppl"]},
+        "vocab_size": len(vocab), "new_words": len(vocab) - len(ptb_vocab()),
+        "reviews_available": len(lm_texts), "reviews_used": used, "tokens_seen": trainer.step * recipe["batch_size"] * recipe["bptt"],
+        "held_out_reviews": len(held_out), "held_out_tokens": int(held_ids.numel()), "held_out_unk_rate": held_unk,
+        "before": before, "after": after, "final_train_loss": trainer.history[-1]["train_loss"],
+        "train_seconds": train_seconds, "torch_threads": torch.get_num_threads(),
+    }
+    return save_pretrained(lm, vocab, out_dir, report, stem="ulmfit_imdb")
+
+
 # -- (c) the classifier ---------------------------------------------------------------------------------
 
 def train_classifier(model: ULMFiTClassifier, seqs: Sequence[Sequence[int]], labels: Sequence[int],
                      epochs: int, eta_top: float = 0.01, gradual: bool = True, factor: float = 2.6,
                      batch_size: int = 32, max_len: int = 60, min_steps_per_epoch: int = 10,
+                     max_steps_per_epoch: int | None = None, schedule: str = "stlr",
                      seed: int = 0, callbacks=()) -> Trainer:
-    """Stage (c): Adam(β = (0.7, 0.99)) with STLR over all steps, discriminative rates (``factor``; use 1
-    for one rate everywhere) and, with ``gradual``, gradual unfreezing of ``model.layer_groups()``.
+    """Stage (c): Adam(β = (0.7, 0.99)) with STLR over all steps (``schedule="constant"``: η_top throughout),
+    discriminative rates (``factor``; use 1 for one rate everywhere) and, with ``gradual``, gradual
+    unfreezing of ``model.layer_groups()``, one more group per epoch.
 
     An epoch is one shuffled pass, repeated until it has at least ``min_steps_per_epoch`` steps, so a
-    100-example set still gets enough updates per unfreezing stage.
+    100-example set still gets enough updates per unfreezing stage, and cut after ``max_steps_per_epoch``
+    steps, so a large set costs no more than that per stage. Texts longer than ``max_len`` keep their
+    first ``max_len`` tokens (shorten them first with :func:`head_and_tail` to keep the ending too).
     """
     if epochs < 1:
         raise ValueError(f"epochs must be at least 1, got {epochs}")
+    if schedule not in ("stlr", "constant"):
+        raise ValueError(f"schedule must be 'stlr' or 'constant', got {schedule!r}")
+    if max_steps_per_epoch is not None and max_steps_per_epoch < 1:
+        raise ValueError(f"max_steps_per_epoch must be at least 1 (or None for no cap), got {max_steps_per_epoch}")
     pad_id = model.encoder.config.pad_id
     if pad_id is None:
         raise ValueError("the encoder has no pad_id; build its AWDLSTMConfig with pad_id set")
     n_batches = math.ceil(len(seqs) / batch_size)
     repeats = max(1, math.ceil(min_steps_per_epoch / n_batches))
+    steps_per_epoch = min(repeats * n_batches, max_steps_per_epoch or repeats * n_batches)
 
     def epoch_batches(epoch: int):
         return [b for r in range(repeats) for b in classification_batches(
-            seqs, labels, batch_size, pad_id, shuffle=True, seed=seed + 1000 * epoch + r, max_len=max_len, truncate=True)]
+            seqs, labels, batch_size, pad_id, shuffle=True, seed=seed + 1000 * epoch + r, max_len=max_len,
+            truncate=True)][:steps_per_epoch]
 
     groups = model.layer_groups()
     opt = torch.optim.Adam(discriminative_param_groups(groups, eta_top, factor), betas=(0.7, 0.99))
-    cbs = [STLR(epochs * repeats * n_batches), GradientClipping(1.0), *callbacks]
+    cbs = [GradientClipping(1.0), *callbacks]
+    if schedule == "stlr":
+        cbs.insert(0, STLR(epochs * steps_per_epoch))
     if gradual:
         cbs.insert(0, GradualUnfreezing(groups))
     trainer = Trainer(model, opt, classification_loss, cbs, device="cpu")
     trainer.fit(epoch_batches, epochs=epochs)
     return trainer
+
+
+def head_and_tail(seq: Sequence, max_len: int) -> list:
+    """``seq`` if it has at most ``max_len`` items, else its first ``max_len // 2`` and last
+    ``max_len - max_len // 2`` items: a review's opening and its verdict, which usually comes last.
+    Sun et al. (2019, "How to Fine-Tune BERT for Text Classification", table 3) found head+tail the best
+    of their truncation rules on IMDb."""
+    if max_len < 2:
+        raise ValueError(f"max_len must be at least 2 (one head and one tail token), got {max_len}")
+    if len(seq) <= max_len:
+        return list(seq)
+    head = max_len // 2
+    return [*seq[:head], *seq[len(seq) - (max_len - head):]]
 
 
 def accuracy(model: ULMFiTClassifier, seqs: Sequence[Sequence[int]], labels: Sequence[int],
@@ -268,10 +412,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--out", required=True)
     p.add_argument("--steps", type=int, default=None)
     p.add_argument("--threads", type=int, default=1)
+    p = sub.add_parser("finetune-imdb", help="stage (b): fine-tune the PTB LM on IMDb's unlabelled reviews (seeded)")
+    p.add_argument("--out", required=True)
+    p.add_argument("--steps", type=int, default=None)
+    p.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     if args.command == "pretrain":
         print(json.dumps(pretrain(args.out, args.steps), indent=2))
+    elif args.command == "finetune-imdb":
+        print(json.dumps(finetune_imdb(args.out, args.steps), indent=2))
 
 
 if __name__ == "__main__":
