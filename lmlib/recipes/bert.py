@@ -168,6 +168,8 @@ class HeldOutCurve(Callback):
     """Every ``every`` steps (and after the last), :func:`evaluate_pretraining` on ``pairs``; the rows land in
     ``rows`` as dicts with the step."""
 
+    main_process_only = True  # it only measures and prints (on the plain model, no collective): rank 0 alone under DDP
+
     def __init__(self, pairs: Sequence[SentencePair], specials: SpecialIds, every: int, total: int, **kwargs):
         self.pairs, self.specials, self.every, self.total, self.kwargs = pairs, specials, every, total, kwargs
         self.rows: list[dict] = []

@@ -1,4 +1,9 @@
-"""Callbacks for :class:`lmlib.training.trainer.Trainer`: schedules, clipping, regularizers, freezing, stopping, display."""
+"""Callbacks for :class:`lmlib.training.trainer.Trainer`: schedules, clipping, regularizers, freezing, stopping, display.
+
+Under data-parallel training (:mod:`lmlib.training.distributed`) every rank runs the callbacks that change training,
+so the ranks stay in step; the ones that only print, draw, record or write files (``PrintEvery``, ``ProgressBar``,
+``LivePlot``, ``Checkpoint``, ``History``) say ``main_process_only = True`` and run on rank 0 alone.
+"""
 
 from __future__ import annotations
 
@@ -197,6 +202,8 @@ class MaxSteps(Callback):
 class PrintEvery(Callback):
     """Progress for long command-line runs: step, loss and learning rate every ``n`` steps, flushed."""
 
+    main_process_only = True  # output only: under DDP rank 0 alone runs it
+
     def __init__(self, n: int):
         if n < 1:
             raise ValueError(f"n must be at least 1, got {n}")
@@ -209,6 +216,8 @@ class PrintEvery(Callback):
 
 class ProgressBar(Callback):
     """A tqdm bar per epoch showing the running loss (a widget in Jupyter, text elsewhere)."""
+
+    main_process_only = True  # output only: under DDP rank 0 alone runs it
 
     def __init__(self, total: int | None = None, leave: bool = False):
         self.total, self.leave, self.bar = total, leave, None
@@ -233,6 +242,8 @@ class LivePlot(Callback):
     It updates one display slot through IPython's display handles, so it needs no widget machinery and
     works offline; outside IPython it records but draws nothing. Redraws at most every ``every_s`` seconds.
     """
+
+    main_process_only = True  # output only: under DDP rank 0 alone runs it
 
     def __init__(self, title: str = "loss", every_s: float = 1.0, smoothing: float = 0.9):
         if not 0 <= smoothing < 1:
@@ -292,6 +303,8 @@ class LivePlot(Callback):
 class Checkpoint(Callback):
     """Save a resumable checkpoint to ``path`` at the end of every epoch (atomically)."""
 
+    main_process_only = True  # output only: under DDP rank 0 alone runs it
+
     def __init__(self, path):
         self.path = path
 
@@ -301,6 +314,8 @@ class Checkpoint(Callback):
 
 class History(Callback):
     """Record every evaluation result (handy for plotting validation curves at a finer grain)."""
+
+    main_process_only = True  # output only: under DDP rank 0 alone runs it
 
     def __init__(self):
         self.results: list[tuple[int, EvalResult]] = []

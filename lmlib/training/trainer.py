@@ -10,6 +10,12 @@ calling each callback at fixed points:
 
 A callback may change the loss (regularizers), the gradients (clipping), the learning rates (schedules),
 which parameters train (unfreezing), or stop training (early stopping, a time budget).
+
+The same Trainer runs data-parallel under ``torchrun --nproc_per_node=N`` (:mod:`lmlib.training.distributed`):
+after ``init_distributed()`` it wraps the model in DistributedDataParallel, so each rank trains on its share of the
+global batch and the gradients are averaged; the reported losses are averaged over the ranks, and callbacks that only
+print, draw or write files (``main_process_only = True``) run on rank 0 alone. ``trainer.model`` stays the plain
+model, so checkpoints look the same with one process or many.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +31,16 @@ import torch
 from torch import nn
 
 from ..runtime import eval_mode, pick_device
+from .distributed import (
+    all_reduce_sum,
+    any_rank,
+    explain_lost_ranks,
+    is_distributed,
+    is_main_process,
+    rank,
+    world_size,
+    wrap_model,
+)
 
 
 @dataclass
@@ -96,7 +113,13 @@ def evaluate(model: nn.Module, loss_fn: Callable[[nn.Module, Any], torch.Tensor 
 
 
 class Callback:
-    """Base class: override the hooks you need. ``trainer`` is passed to each."""
+    """Base class: override the hooks you need. ``trainer`` is passed to each.
+
+    Under DDP every rank runs the callbacks that change training (schedules, clipping, regularizers, unfreezing,
+    stopping), so the ranks stay in step; a callback that only prints, draws or writes files sets
+    ``main_process_only = True`` and runs on rank 0 alone."""
+
+    main_process_only = False
 
     def on_fit_begin(self, trainer: Trainer) -> None: ...
     def on_epoch_begin(self, trainer: Trainer) -> None: ...
@@ -126,6 +149,13 @@ class Trainer:
 
     After each epoch ``history`` gains a dict with ``epoch``, ``step``, ``train_loss``, ``lr``,
     ``seconds`` and, with validation data, ``valid_loss``, ``valid_ppl`` and ``valid_acc`` (when reported).
+
+    ``distributed="auto"`` trains data-parallel when a process group of several ranks exists (call
+    ``init_distributed()`` before building the Trainer) and in one process otherwise; ``True`` insists on the group,
+    ``False`` ignores it. Under DDP each rank must get its own share of every batch
+    (:func:`~lmlib.training.distributed.shard_batches`) and as many batches as the others; ``batch_losses``,
+    ``history`` and :meth:`evaluate` then report the token-weighted mean over all ranks, the numbers one process
+    with the global batch would report.
     """
 
     def __init__(
@@ -135,7 +165,16 @@ class Trainer:
         loss_fn: Callable[[nn.Module, Any], torch.Tensor | BatchResult],
         callbacks: Iterable[Callback] = (),
         device: str | torch.device = "auto",
+        distributed: bool | str = "auto",
     ):
+        if distributed not in ("auto", True, False):
+            raise ValueError(f"distributed must be 'auto', True or False, got {distributed!r}")
+        if distributed is True and not is_distributed():
+            raise ValueError("distributed=True needs a process group of several ranks, and there is none: launch the "
+                             "script with `torchrun --nproc_per_node=N script.py` and call "
+                             "lmlib.training.distributed.init_distributed() before building the Trainer, or leave "
+                             "distributed='auto' to train in one process when there is no group")
+        self.distributed = is_distributed() if distributed == "auto" else distributed
         self.device = pick_device(device) if isinstance(device, str) else device
         self.model = model.to(self.device)
         self.optimizer = optimizer
@@ -147,10 +186,17 @@ class Trainer:
         self.batch_losses: list[float] = []
         self.stop_training = False
         self.last_batch: Any = None
+        self._ddp: nn.Module | None = None  # the DistributedDataParallel wrapper, built at the first step
+        self._ddp_trainable: list[bool] = []
 
     # -- helpers -------------------------------------------------------------------------------------
+    def _active_callbacks(self) -> list[Callback]:
+        if not self.distributed or is_main_process():
+            return self.callbacks
+        return [cb for cb in self.callbacks if not cb.main_process_only]
+
     def _emit(self, hook: str, *args: Any) -> None:
-        for cb in self.callbacks:
+        for cb in self._active_callbacks():
             getattr(cb, hook)(self, *args)
 
     def to_device(self, batch: Any) -> Any:
@@ -169,25 +215,70 @@ class Trainer:
     def lr(self) -> float:
         return self.optimizer.param_groups[-1]["lr"]
 
+    # -- several processes -----------------------------------------------------------------------------
+    def _training_model(self) -> nn.Module:
+        """What ``loss_fn`` is given: ``model`` itself, or under DDP the wrapper that averages the gradients over the
+        ranks in ``backward()``. DDP fixes the parameters it syncs when it is built, so it is rebuilt when a callback
+        freezes or unfreezes some (all ranks run those callbacks, so they rebuild together)."""
+        if not self.distributed:
+            return self.model
+        trainable = [p.requires_grad for p in self.model.parameters()]
+        if self._ddp is None or trainable != self._ddp_trainable:
+            self._ddp = None  # drop the old wrapper (and its gradient hooks) before the new one registers its own
+            self._ddp, self._ddp_trainable = wrap_model(self.model), trainable
+        return self._ddp
+
+    @staticmethod
+    def _global_result(result: BatchResult) -> BatchResult:
+        """One batch's result over all ranks: the n-weighted mean loss, total n and correct."""
+        total, n, correct, has_correct = all_reduce_sum(
+            [result.loss.item() * result.n, result.n, result.correct or 0, result.correct is not None])
+        return BatchResult(torch.tensor(total / n, dtype=torch.float64), int(n), int(correct) if has_correct else None)
+
+    @staticmethod
+    def _check_same_length(batches: Iterable[Any]) -> None:
+        """Ranks that take different numbers of steps wait for each other forever: refuse sized data that differs."""
+        if not hasattr(batches, "__len__"):
+            return
+        slots = [0.0] * world_size()
+        slots[rank()] = len(batches)  # each rank fills its own slot, so the sum lists them all
+        lengths = [int(n) for n in all_reduce_sum(slots)]
+        if len(set(lengths)) > 1:
+            raise ValueError(f"the ranks have {lengths} batches this epoch (rank 0 first), but every rank must take the "
+                             f"same number of steps: split each global batch between the ranks with "
+                             f"lmlib.training.distributed.shard_batches")
+
+    def _where(self) -> str:
+        return f"training at step {self.step + 1} (epoch {self.epoch + 1})"
+
     # -- the loop ------------------------------------------------------------------------------------
     def train_step(self, batch: Any) -> BatchResult:
+        """One optimizer step on ``batch``. Under DDP ``batch`` is this rank's share, and the result is the global
+        one (:meth:`_global_result`)."""
         self.model.train()
         batch = self.to_device(batch)
         self.last_batch = batch
         self._emit("on_batch_begin", batch)
-        result = _as_result(self.loss_fn(self.model, batch))
+        model = self._training_model()
+        forward_calls = model.forward_calls if self.distributed else 0
+        result = _as_result(self.loss_fn(model, batch))
+        if self.distributed and model.forward_calls == forward_calls:
+            raise RuntimeError("under DDP the loss function must call model(...): only that call goes through "
+                               "DistributedDataParallel, without it the gradients would not be averaged over the ranks")
         loss = result.loss
-        for cb in self.callbacks:
+        for cb in self._active_callbacks():
             loss = cb.on_loss(self, loss)
         if not torch.isfinite(loss):
             raise FloatingPointError(
                 f"loss became {loss.item()} at step {self.step}; lower the learning rate or clip gradients"
             )
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        loss.backward()  # under DDP this also averages the gradients over the ranks
         self._emit("after_backward")
         self.optimizer.step()
         self.step += 1
+        if self.distributed:
+            result = self._global_result(result)
         value = result.loss.item()
         self.batch_losses.append(value)
         self._emit("on_batch_end", value)
@@ -198,38 +289,52 @@ class Trainer:
         if epochs < 1:
             raise ValueError(f"epochs must be at least 1, got {epochs}")
         self.stop_training = False
-        self._emit("on_fit_begin")
-        for _ in range(epochs):
-            start = time.perf_counter()
-            self._emit("on_epoch_begin")
-            _reset_state(self.loss_fn)
-            total, count = 0.0, 0
-            for batch in self._batches(train, self.epoch):
-                result = self.train_step(batch)
-                total += result.loss.item() * result.n
-                count += result.n
+        with explain_lost_ranks(self._where) if self.distributed else nullcontext():
+            self._emit("on_fit_begin")
+            for _ in range(epochs):
+                start = time.perf_counter()
+                self._emit("on_epoch_begin")
+                _reset_state(self.loss_fn)
+                total, count = 0.0, 0
+                batches = self._batches(train, self.epoch)
+                if self.distributed:
+                    self._check_same_length(batches)
+                for batch in batches:
+                    result = self.train_step(batch)
+                    total += result.loss.item() * result.n
+                    count += result.n
+                    if self.distributed:  # a time budget or a diverging loss may stop one rank first
+                        self.stop_training = any_rank(self.stop_training)
+                    if self.stop_training:
+                        break
+                if count == 0:
+                    raise ValueError("the training data yielded no batches")
+                logs = {"epoch": self.epoch + 1, "step": self.step, "train_loss": total / count, "lr": self.lr}
+                if valid is not None:
+                    res = self.evaluate(valid)
+                    logs.update(valid_loss=res.loss, valid_ppl=res.perplexity)
+                    if res.accuracy is not None:
+                        logs["valid_acc"] = res.accuracy
+                logs["seconds"] = time.perf_counter() - start
+                self.epoch += 1
+                self.history.append(logs)
+                self._emit("on_epoch_end", logs)
+                if self.distributed:
+                    self.stop_training = any_rank(self.stop_training)
                 if self.stop_training:
                     break
-            if count == 0:
-                raise ValueError("the training data yielded no batches")
-            logs = {"epoch": self.epoch + 1, "step": self.step, "train_loss": total / count, "lr": self.lr}
-            if valid is not None:
-                res = self.evaluate(valid)
-                logs.update(valid_loss=res.loss, valid_ppl=res.perplexity)
-                if res.accuracy is not None:
-                    logs["valid_acc"] = res.accuracy
-            logs["seconds"] = time.perf_counter() - start
-            self.epoch += 1
-            self.history.append(logs)
-            self._emit("on_epoch_end", logs)
-            if self.stop_training:
-                break
-        self._emit("on_fit_end")
+            self._emit("on_fit_end")
         return self.history
 
     def evaluate(self, data: Batches) -> EvalResult:
-        """:func:`evaluate` of the trainer's model and loss on ``data``; callbacks see the result."""
+        """:func:`evaluate` of the trainer's model and loss on ``data``; callbacks see the result. Under DDP each
+        rank evaluates the data it is given and the result is the token-weighted mean over all of it, so every rank
+        must call it (one that waits for the others' numbers alone waits until the timeout)."""
         result = evaluate(self.model, self.loss_fn, self._batches(data, self.epoch), self.device)
+        if self.distributed:
+            accuracy = 0.0 if result.accuracy is None else result.accuracy
+            total, n, correct = all_reduce_sum([result.loss * result.n, result.n, accuracy * result.n])
+            result = EvalResult(total / n, int(n), None if result.accuracy is None else correct / n)
         self._emit("on_evaluate_end", result)
         return result
 
@@ -258,6 +363,10 @@ class Trainer:
             cb.load_state_dict(cb_state)
 
     def save_checkpoint(self, path) -> None:
+        """Write a resumable checkpoint to ``path``. Under DDP only rank 0 writes: every rank holds the same state,
+        and ``model`` is the plain model, so the file loads in one process as well as in several."""
+        if self.distributed and not is_main_process():
+            return
         from .checkpoint import save_checkpoint
 
         save_checkpoint(path, self.state_dict())

@@ -1,0 +1,291 @@
+"""lmlib.training.distributed and the Trainer under DDP: two CPU processes (gloo) against one process.
+
+Two processes, each with half of every global batch, must take the same steps as one process with the whole batch
+(same losses, same weights); checkpoints must move between the two set-ups; a rank that dies must make the other
+fail within the timeout, with an error that says so. The two-process runs are this file run as a script
+(``python tests/test_distributed.py MODE OUT``), once under torchrun and once started by hand with the variables
+torchrun would set, so that no agent kills the survivor before it can report.
+"""
+
+import datetime
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import lmlib
+from lmlib.models.gpt import GPT, GPTConfig
+from lmlib.text.batching import LMBatch, batchify, random_blocks
+from lmlib.training import distributed
+from lmlib.training.callbacks import Checkpoint, GradientClipping, GradualUnfreezing, LRSchedule, PrintEvery
+from lmlib.training.objectives import next_token_loss
+from lmlib.training.trainer import Callback, Trainer
+
+torch.set_num_threads(1)
+REPO = Path(__file__).resolve().parents[1]
+STREAM = torch.tensor([(7 * i + i // 5) % 23 for i in range(600)])
+GLOBAL_BATCH, STEPS_PER_EPOCH, DEATH_TIMEOUT_S = 4, 5, 3
+LAUNCH_LIMIT_S = 120  # a hard limit on every launch: a hanging run fails the test instead of the suite
+
+
+def global_batches(epoch: int) -> list[LMBatch]:
+    """The global batches of one epoch: GLOBAL_BATCH blocks of 8 tokens, the same in every process."""
+    g = torch.Generator().manual_seed(100 + epoch)
+    return [random_blocks(STREAM, 8, GLOBAL_BATCH, g) for _ in range(STEPS_PER_EPOCH)]
+
+
+class CountSteps(Callback):
+    def __init__(self):
+        self.calls = 0
+
+    def on_batch_end(self, trainer, loss):
+        self.calls += 1
+
+
+class CountStepsOnMain(CountSteps):
+    main_process_only = True
+
+
+def make_trainer(callbacks=(), seed=0) -> Trainer:
+    """A tiny GPT (no dropout, so one process and two draw no different masks) with callbacks that change training
+    and must run on every rank: a schedule, clipping, and unfreezing, which makes DDP rebuild in epoch 2."""
+    lmlib.seed_everything(seed)
+    model = GPT(GPTConfig(vocab_size=23, block_size=16, num_layers=2, num_heads=2, d_model=16, dropout=0.0))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.1)
+    schedule = LRSchedule(lambda t: 1.0 / (1.0 + 0.1 * t))
+    unfreezing = GradualUnfreezing([model.blocks[0], model.blocks[1]])
+    return Trainer(model, optimizer, next_token_loss, [schedule, GradientClipping(0.5), unfreezing, *callbacks],
+                   device="cpu")
+
+
+# -- the two-process side (run as a script) ----------------------------------------------------------------
+def worker(mode: str, out: Path) -> None:
+    timeout = 60 if mode == "train" else DEATH_TIMEOUT_S
+    assert distributed.init_distributed(timeout=datetime.timedelta(seconds=timeout))
+    rank, record = distributed.rank(), {}
+    if mode == "train":
+        # a: two epochs from scratch on half of each global batch; save after epoch 1 (every rank asks, rank 0 writes)
+        counters = [CountSteps(), CountStepsOnMain()]
+        trainer = make_trainer([*counters, PrintEvery(1), Checkpoint(out / f"ddp_last_rank{rank}.pt")])
+        trainer.fit(distributed.shard_batches(global_batches), epochs=1)
+        trainer.save_checkpoint(out / f"ddp_epoch1_rank{rank}.pt")
+        trainer.fit(distributed.shard_batches(global_batches), epochs=1)
+        record.update(losses=trainer.batch_losses, history=trainer.history, state=trainer.model.state_dict(),
+                      counts=[c.calls for c in counters])
+        record["valid_loss"] = trainer.evaluate(distributed.shard_batches(global_batches(9))).loss  # each rank half
+        record["means"] = [distributed.all_reduce_mean(float(rank)), distributed.all_reduce_mean(torch.tensor([rank, 2.0]))]
+        # b: resume the one-process checkpoint of epoch 1 under DDP
+        resumed = make_trainer(seed=99)
+        resumed.load_checkpoint(out / "single_epoch1.pt")
+        resumed.fit(distributed.shard_batches(global_batches), epochs=1)
+        record.update(resumed_losses=resumed.batch_losses, resumed_state=resumed.model.state_dict())
+        # d: a rank with a batch fewer than the other is refused before anyone waits
+        uneven = distributed.shard_batches(global_batches(0))[: STEPS_PER_EPOCH - rank]
+        try:
+            make_trainer().fit(uneven, epochs=1)
+        except ValueError as err:
+            record["uneven_error"] = str(err)
+    else:  # "die" or "hang": rank 1 stops answering after two steps
+        class StopAfterTwoSteps(Callback):
+            def on_batch_end(self, trainer, loss):
+                if rank == 1 and trainer.step == 2:
+                    (out / "death_time").write_text(repr(time.time()))
+                    if mode == "hang":
+                        time.sleep(LAUNCH_LIMIT_S)  # the test kills it once rank 0 has ended
+                    os._exit(1)
+
+        try:
+            make_trainer([StopAfterTwoSteps()]).fit(distributed.shard_batches(global_batches), epochs=2)
+        except distributed.LostRankError as err:
+            record.update(error=str(err), seconds=time.time() - float((out / "death_time").read_text()))
+            torch.save(record, out / f"rank{rank}.pt")
+            raise
+    torch.save(record, out / f"rank{rank}.pt")
+    distributed.close_distributed()
+
+
+# -- the one-process side (pytest) -------------------------------------------------------------------------
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def child_env(**extra) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in distributed.TORCHRUN_VARIABLES}
+    return {**env, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", **extra}
+
+
+def torchrun(mode: str, out: Path) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_addr=127.0.0.1",
+           f"--master_port={free_port()}", __file__, mode, str(out)]
+    return subprocess.run(cmd, env=child_env(), capture_output=True, text=True, timeout=LAUNCH_LIMIT_S)
+
+
+def launch_by_hand(mode: str, out: Path) -> list[subprocess.CompletedProcess]:
+    """Two processes with the environment torchrun would give them, but no agent that stops the others when one
+    exits: rank 0 must end on its own. Rank 1 is killed once rank 0 has ended, both at the hard limit."""
+    port, procs = free_port(), []
+    for rank in (0, 1):
+        env = child_env(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
+                        MASTER_PORT=str(port))
+        procs.append(subprocess.Popen([sys.executable, __file__, mode, str(out)], env=env, text=True,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+    deadline, results = time.monotonic() + LAUNCH_LIMIT_S, []
+    for proc in procs:
+        if proc is not procs[0]:
+            proc.kill()
+        try:
+            stdout, stderr = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for p in procs:
+                p.kill()
+            pytest.fail(f"the {mode!r} run did not end within {LAUNCH_LIMIT_S} s")
+        results.append(subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr))
+    return results
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """The one-process reference (two epochs on the global batches), its checkpoint after epoch 1, and what each
+    rank of one two-process torchrun recorded."""
+    out = tmp_path_factory.mktemp("ddp")
+    reference = make_trainer()
+    reference.fit(global_batches, epochs=1)
+    reference.save_checkpoint(out / "single_epoch1.pt")
+    reference.fit(global_batches, epochs=1)
+    run = torchrun("train", out)
+    assert run.returncode == 0, f"torchrun failed:\n{run.stdout}\n{run.stderr[-4000:]}"
+    ranks = [torch.load(out / f"rank{r}.pt", weights_only=True) for r in (0, 1)]
+    return {"out": out, "reference": reference, "ranks": ranks, "stdout": run.stdout}
+
+
+def assert_states_close(actual: dict, expected: dict) -> None:
+    assert list(actual) == list(expected)  # the same keys in the same order: no "module." from the DDP wrapper
+    for key in expected:
+        torch.testing.assert_close(actual[key], expected[key], atol=1e-5, rtol=0, msg=key)
+
+
+def test_two_processes_with_half_batches_take_the_steps_of_one_with_the_whole_batch(runs):
+    reference = runs["reference"]
+    assert len(reference.batch_losses) == 2 * STEPS_PER_EPOCH
+    for record in runs["ranks"]:  # each rank reports the global loss, not its half's
+        assert record["losses"] == pytest.approx(reference.batch_losses, abs=1e-5, rel=0)
+        assert [h["train_loss"] for h in record["history"]] == pytest.approx(
+            [h["train_loss"] for h in reference.history], abs=1e-5, rel=0)
+        assert_states_close(record["state"], reference.model.state_dict())
+        assert record["valid_loss"] == pytest.approx(reference.evaluate(global_batches(9)).loss, abs=1e-5, rel=0)
+    rank0, rank1 = runs["ranks"]
+    assert all(torch.equal(rank0["state"][k], rank1["state"][k]) for k in rank0["state"])  # the ranks never drift
+    for record in runs["ranks"]:  # all_reduce_mean of each rank's number, a float and a tensor
+        assert record["means"][0] == 0.5 and torch.equal(record["means"][1], torch.tensor([0.5, 2.0]))
+
+
+def test_output_callbacks_run_on_rank_0_alone_and_training_callbacks_everywhere(runs):
+    rank0, rank1 = runs["ranks"]
+    assert rank0["counts"] == [2 * STEPS_PER_EPOCH, 2 * STEPS_PER_EPOCH]
+    assert rank1["counts"] == [2 * STEPS_PER_EPOCH, 0]
+    assert runs["stdout"].count("step 1  loss") == 1  # PrintEvery printed once, not once per rank
+    written = sorted(p.name for p in runs["out"].iterdir() if p.name.startswith("ddp_"))
+    assert written == ["ddp_epoch1_rank0.pt", "ddp_last_rank0.pt"]  # Checkpoint and save_checkpoint: rank 0 only
+
+
+def test_a_ddp_checkpoint_resumes_in_one_process_like_an_uninterrupted_run(runs, tmp_path):
+    reference = runs["reference"]  # the same script's callbacks, now in one process
+    resumed = make_trainer([CountSteps(), CountStepsOnMain(), PrintEvery(100), Checkpoint(tmp_path / "last.pt")], seed=99)
+    resumed.load_checkpoint(runs["out"] / "ddp_epoch1_rank0.pt")
+    assert resumed.step == STEPS_PER_EPOCH and resumed.epoch == 1
+    resumed.fit(global_batches, epochs=1)
+    assert resumed.batch_losses == pytest.approx(reference.batch_losses, abs=1e-5, rel=0)
+    assert_states_close(resumed.model.state_dict(), reference.model.state_dict())
+    last = torch.load(runs["out"] / "ddp_last_rank0.pt", weights_only=True)
+    assert_states_close(last["model"], reference.model.state_dict())
+
+
+def test_a_one_process_checkpoint_resumes_under_ddp_like_an_uninterrupted_run(runs):
+    reference = runs["reference"]
+    for record in runs["ranks"]:
+        assert record["resumed_losses"] == pytest.approx(reference.batch_losses, abs=1e-5, rel=0)
+        assert_states_close(record["resumed_state"], reference.model.state_dict())
+
+
+def test_ranks_with_different_numbers_of_batches_are_refused(runs):
+    for record in runs["ranks"]:
+        assert "the ranks have [5, 4] batches" in record["uneven_error"]
+        assert "shard_batches" in record["uneven_error"]
+
+
+@pytest.mark.parametrize("mode", ["die", "hang"])
+def test_a_rank_that_dies_or_hangs_makes_the_other_fail_within_the_timeout(tmp_path, mode):
+    rank0, _ = launch_by_hand(mode, tmp_path)
+    assert rank0.returncode != 0, rank0.stdout
+    record = torch.load(tmp_path / "rank0.pt", weights_only=True)
+    if mode == "hang":  # nothing to notice but the silence: the timeout itself ends the wait
+        assert DEATH_TIMEOUT_S - 0.5 < record["seconds"] < DEATH_TIMEOUT_S + 2.0
+    else:  # the closed connection is noticed at once
+        assert record["seconds"] < DEATH_TIMEOUT_S
+    assert "rank 0 of 2 stopped while training at step 3 (epoch 1)" in record["error"]
+    assert f"within the timeout of {DEATH_TIMEOUT_S} s" in record["error"]
+    assert "LostRankError" in rank0.stderr
+
+
+# -- without torchrun ----------------------------------------------------------------------------------------
+def test_shard_gives_each_rank_a_disjoint_equal_share_of_a_batch_and_of_streams():
+    batch = random_blocks(STREAM, 8, 6, torch.Generator().manual_seed(0))
+    shares = [distributed.shard(batch, rank=r, world_size=3) for r in range(3)]
+    assert all(isinstance(s, LMBatch) and s.x.shape == (2, 8) for s in shares)
+    assert torch.equal(torch.cat([s.x for s in shares]), batch.x)
+    assert torch.equal(torch.cat([s.y for s in shares]), batch.y)
+    streams = batchify(STREAM, 4)  # (4, 150): row b continues its own text, so its RNN state stays on one rank
+    assert torch.equal(distributed.shard(streams, rank=1, world_size=2), streams[2:])
+    assert distributed.shard(batch) is batch  # one process: the whole batch
+    for r in (0, 1):
+        epoch = distributed.shard_batches(global_batches, rank=r, world_size=2)(0)
+        assert isinstance(epoch, list) and len(epoch) == STEPS_PER_EPOCH
+        assert all(torch.equal(s.x, g.x[2 * r: 2 * r + 2]) for s, g in zip(epoch, global_batches(0)))
+
+
+def test_without_torchrun_nothing_joins_a_process_group(monkeypatch):
+    for name in distributed.TORCHRUN_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    assert distributed.init_distributed() is False
+    assert not torch.distributed.is_initialized()
+    assert (distributed.rank(), distributed.world_size(), distributed.is_main_process()) == (0, 1, True)
+    assert distributed.all_reduce_mean(2.5) == 2.5
+    trainer = make_trainer()
+    trainer.fit(global_batches, epochs=1)
+    assert trainer.distributed is False and trainer._ddp is None
+    assert not torch.distributed.is_initialized()
+
+
+def test_bad_input_says_what_was_wrong_and_how_to_fix_it(monkeypatch):
+    with pytest.raises(ValueError, match="distributed=True needs a process group.*torchrun --nproc_per_node=N"):
+        Trainer(torch.nn.Linear(2, 2), None, next_token_loss, distributed=True)
+    with pytest.raises(ValueError, match="'auto', True or False"):
+        Trainer(torch.nn.Linear(2, 2), None, next_token_loss, distributed="yes")
+    with pytest.raises(ValueError, match="init_distributed"):
+        distributed.wrap_model(torch.nn.Linear(2, 2))
+    batch = random_blocks(STREAM, 8, 6)
+    with pytest.raises(ValueError, match=r"global batch of 6 rows .* 4 processes.*multiple of the world size 4 \(e.g. 4 or 8\)"):
+        distributed.shard(batch, rank=0, world_size=4)
+    with pytest.raises(ValueError, match="rank must be in 0 … world_size − 1, got rank 2 of world size 2"):
+        distributed.shard(batch, rank=2, world_size=2)
+    with pytest.raises(ValueError, match=r"share one B.*\[3, 6\]"):
+        distributed.shard((batch.x, batch.y[:3]), rank=0, world_size=2)
+    with pytest.raises(ValueError, match="timedelta"):
+        distributed.init_distributed(timeout=5)
+    for name in distributed.TORCHRUN_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(ValueError, match="sets RANK, WORLD_SIZE but not LOCAL_RANK, MASTER_ADDR, MASTER_PORT.*torchrun"):
+        distributed.init_distributed()
+
+
+if __name__ == "__main__":
+    worker(sys.argv[1], Path(sys.argv[2]))
