@@ -21,3 +21,14 @@ def test_timeline_figure_is_the_table_top_group_first():
     table = unfreezing_timeline(3, 4, 0.01, 2.6)
     assert [list(row) for row in fig.data[0].z] == [list(row) for row in table.flip(0).tolist()]
     assert list(fig.layout.yaxis.ticktext) == ["head", "LSTM 1", "embedding"]
+
+
+def test_label_curve_figure_draws_each_mean_with_its_error_bar_on_a_log_axis():
+    from lmlib.course.figures import label_curve_figure
+
+    fig = label_curve_figure({"a": ([100, 1000], [0.6, 0.8], [0.01, None]), "b": ([100], [0.5], [0.02])}, "t", "acc")
+    assert [t.name for t in fig.data] == ["a", "b"]
+    assert list(fig.data[0].y) == [0.6, 0.8] and list(fig.data[0].error_y.array) == [0.01, 0.0]
+    assert fig.layout.xaxis.type == "log"
+    with pytest.raises(ValueError, match="2 label counts, 2 means and 1 errors"):
+        label_curve_figure({"a": ([1, 2], [0.5, 0.6], [0.1])}, "t", "acc")

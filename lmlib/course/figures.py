@@ -52,3 +52,19 @@ def timeline_figure(n_groups: int = 5, epochs: int = 6, eta_top: float = 0.01, f
     return heatmap(table.flip(0), x=[f"epoch {e + 1}" for e in range(epochs)], y=names[::-1],
                    title=f"peak learning rate per layer group (0 = frozen); η^(l-1) = η^l / {factor:g}",
                    colorscale="Blues", text_format=".1e")
+
+
+def label_curve_figure(curves: dict[str, tuple[Sequence[int], Sequence[float], Sequence[float | None]]],
+                       title: str, y_title: str) -> go.Figure:
+    """Accuracy against the number of labelled examples (log x axis), one line per method, each point its mean
+    with ± one standard error as an error bar (``None``: no bar, e.g. a single seed).
+    ``curves``: name -> (label counts, means, standard errors)."""
+    fig = go.Figure()
+    for name, (xs, means, ses) in curves.items():
+        if not len(xs) == len(means) == len(ses):
+            raise ValueError(f"curve {name!r} has {len(xs)} label counts, {len(means)} means and {len(ses)} errors")
+        fig.add_trace(go.Scatter(x=list(xs), y=list(means), name=name, mode="lines+markers",
+                                 error_y=dict(type="data", array=[s or 0.0 for s in ses], visible=True)))
+    fig.update_layout(title=title, xaxis_title="labelled training examples (log scale)", yaxis_title=y_title, **LAYOUT)
+    fig.update_xaxes(type="log")
+    return fig
