@@ -16,7 +16,8 @@ Devlin et al. (2019) pretrain BERT-base (L=12, H=768) on BooksCorpus and English
   once (BERT's 0.1 regularises 40 epochs); fine-tuning puts dropout 0.1 back (:func:`classifier`);
 * optimizer as in Appendix A.2: Adam(β₁=0.9, β₂=0.999), weight decay 0.01, linear warm-up then linear decay.
 
-``python -m lmlib.recipes.bert pretrain --out lmlib/pretrained/bert_imdb`` reproduces the checkpoint;
+``python -m lmlib pretrain bert --out lmlib/pretrained/bert_imdb`` (or ``python -m lmlib.recipes.bert pretrain
+--out ...``) reproduces the checkpoint;
 :func:`load_pretrained` verifies its sha256 before loading. The validation metrics (MLM loss and accuracy at the
 chosen positions, NSP loss and accuracy) are measured on pairs from the held-out reviews with a fixed masking
 seed, after the weights are rounded to fp16 as shipped.
@@ -42,8 +43,9 @@ from ..text.bert_data import IGNORE_INDEX, PretrainingBatch, SentencePair, Speci
 from ..text.tokenizers import WordPiece
 from ..training.callbacks import GradientClipping, LRSchedule, PrintEvery
 from ..training.schedules import weight_decay_groups
-from ..training.trainer import BatchResult, Callback, Trainer
+from ..training.trainer import BatchResult, Callback, Trainer, to_device
 from .finetuning import finetune_plan
+from .pretraining import PretrainRun, RunOptions, plan
 from .shipping import PRETRAINED_DIR, load_shipped, pretrain_command, save_shipped
 
 NAME = "bert_imdb"
@@ -56,6 +58,11 @@ PRETRAIN_CONFIG = dict(block_size=128, num_layers=4, num_heads=4, d_model=128, d
 PRETRAIN_RECIPE = dict(seed=0, batch_size=32, steps=4500, lr=1e-3, warmup_frac=0.1, weight_decay=0.01,
                        betas=(0.9, 0.999), clip=1.0, mask_rate=0.15, max_len=128, valid_reviews=1000,
                        valid_pairs=2000, valid_seed=1, curve_every=100)
+# `--preset teach`: the same recipe on 300 reviews with a tiny model, a few seconds on one core
+PRETRAIN_TEACH = dict(recipe=dict(steps=30, batch_size=8, max_len=64, train_reviews=300, valid_reviews=50,
+                                  valid_pairs=64, curve_every=10),
+                      config=dict(block_size=64, num_layers=2, num_heads=2, d_model=32, d_ff=64),
+                      tokenizer=dict(vocab_size=512))
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+|\n+")
 
@@ -93,10 +100,9 @@ def unsup_split(valid_reviews: int = PRETRAIN_RECIPE["valid_reviews"]) -> tuple[
     return list(texts[:-valid_reviews]), list(texts[-valid_reviews:])
 
 
-def train_tokenizer(texts: Sequence[str]) -> WordPiece:
-    """lmlib's WordPiece trained on ``texts`` with ``TOKENIZER_RECIPE`` (BERT's five special tokens first)."""
-    return WordPiece.train(texts, TOKENIZER_RECIPE["vocab_size"], score=TOKENIZER_RECIPE["score"],
-                           min_frequency=TOKENIZER_RECIPE["min_frequency"])
+def train_tokenizer(texts: Sequence[str], recipe: dict = TOKENIZER_RECIPE) -> WordPiece:
+    """lmlib's WordPiece trained on ``texts`` with ``recipe`` (BERT's five special tokens first)."""
+    return WordPiece.train(texts, recipe["vocab_size"], score=recipe["score"], min_frequency=recipe["min_frequency"])
 
 
 # -- the pretraining objective -------------------------------------------------------------------------------
@@ -141,10 +147,12 @@ def evaluate_pretraining(model: Bert, pairs: Sequence[SentencePair], specials: S
     """MLM loss and accuracy (over all chosen positions) and NSP loss and accuracy (over pairs) on ``pairs``,
     masked with a generator seeded by ``seed``, so the same pairs and seed give the same numbers."""
     g = torch.Generator().manual_seed(seed)
+    device = next(model.parameters()).device
     mlm_sum = mlm_right = n_chosen = nsp_sum = nsp_right = 0.0
     with eval_mode(model):
         for i in range(0, len(pairs), batch_size):
             b = pretraining_batch(pairs[i: i + batch_size], specials, model.config.vocab_size, max_len, mask_rate, g)
+            b = to_device(b, device)
             chosen = b.mlm_labels != IGNORE_INDEX
             out = model(b.input_ids, b.segment_ids, b.attention_mask, masked_positions=chosen)
             target = b.mlm_labels[chosen]
@@ -181,6 +189,12 @@ class HeldOutCurve(Callback):
             print(f"step {row['step']}  held-out MLM loss {row['mlm_loss']:.3f} (accuracy {row['mlm_accuracy']:.1%})  "
                   f"NSP loss {row['nsp_loss']:.3f} (accuracy {row['nsp_accuracy']:.1%})", flush=True)
 
+    def state_dict(self) -> dict:
+        return {"rows": self.rows}  # a resumed run reports the whole curve
+
+    def load_state_dict(self, state: dict) -> None:
+        self.rows = [dict(r) for r in state["rows"]]
+
 
 def _round_to_fp16(model: nn.Module) -> None:
     with torch.no_grad():
@@ -188,13 +202,19 @@ def _round_to_fp16(model: nn.Module) -> None:
             p.copy_(p.half().float())
 
 
-def pretrain(out_dir: str | Path, steps: int | None = None) -> dict:
-    """Train the WordPiece and the BERT with the seeded ``PRETRAIN_RECIPE``; write the checkpoint to ``out_dir``."""
-    recipe = dict(PRETRAIN_RECIPE, steps=steps or PRETRAIN_RECIPE["steps"])
+def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full",
+             run: RunOptions | None = None) -> dict | None:
+    """Train the WordPiece and the BERT with the seeded ``PRETRAIN_RECIPE`` (``preset="teach"``: ``PRETRAIN_TEACH``);
+    write the checkpoint to ``out_dir``. ``run`` says how (:class:`~lmlib.recipes.pretraining.RunOptions`: device,
+    bf16, resumable checkpoints). Returns the report, or None on a rank other than 0 under torchrun."""
+    recipe, model_config, tokenizer_recipe = plan(preset, steps, PRETRAIN_RECIPE, PRETRAIN_CONFIG, PRETRAIN_TEACH,
+                                                  TOKENIZER_RECIPE)
+    job = PretrainRun(NAME, out_dir, {"recipe": recipe, "config": model_config, "tokenizer": tokenizer_recipe}, run)
     seed_everything(recipe["seed"])
     train_texts, valid_texts = unsup_split(recipe["valid_reviews"])
+    train_texts = train_texts[: recipe.get("train_reviews")]  # every one unless the preset takes fewer
     start = time.perf_counter()
-    tokenizer = train_tokenizer(train_texts)
+    tokenizer = train_tokenizer(train_texts, tokenizer_recipe)
     tokenizer_seconds = time.perf_counter() - start
     specials = SpecialIds.from_tokenizer(tokenizer)
     documents = encode_documents(tokenizer, train_texts)
@@ -204,7 +224,7 @@ def pretrain(out_dir: str | Path, steps: int | None = None) -> dict:
     print(f"tokenizer: {len(tokenizer)} tokens in {tokenizer_seconds:.0f} s; {n_sentences:,} training sentences, "
           f"{len(pairs):,} pairs; {len(valid)} held-out pairs", flush=True)
 
-    config = BertConfig(vocab_size=len(tokenizer), pad_id=specials.pad, **PRETRAIN_CONFIG)
+    config = BertConfig(vocab_size=len(tokenizer), pad_id=specials.pad, **model_config)
     model = Bert(config)
     opt = torch.optim.AdamW(weight_decay_groups(model, recipe["weight_decay"]), lr=recipe["lr"], betas=recipe["betas"])
     T, warmup = recipe["steps"], max(1, int(recipe["warmup_frac"] * recipe["steps"]))
@@ -212,7 +232,7 @@ def pretrain(out_dir: str | Path, steps: int | None = None) -> dict:
                          mask_rate=recipe["mask_rate"], seed=recipe["valid_seed"])
     trainer = Trainer(model, opt, pretraining_loss,
                       [LRSchedule(lambda t: warmup_linear(t, T, warmup)), GradientClipping(recipe["clip"]),
-                       PrintEvery(100), curve], device="cpu")
+                       PrintEvery(100), curve], **job.trainer_options())
     tokens_seen = [0]
 
     def batches(epoch: int):
@@ -222,8 +242,11 @@ def pretrain(out_dir: str | Path, steps: int | None = None) -> dict:
             yield b
 
     start = time.perf_counter()
-    trainer.fit(batches, epochs=1)
+    job.fit(trainer, batches)  # a resumed run counts the tokens of the batches it skips, too
     train_seconds = time.perf_counter() - start
+    if not job.writes:
+        return None
+    model.cpu()
     _round_to_fp16(model)  # the metrics describe the weights as shipped
     metrics = evaluate_pretraining(model, valid, specials, recipe["max_len"], recipe["mask_rate"], recipe["valid_seed"])
     slice_metrics = evaluate_pretraining(model, valid[:256], specials, recipe["max_len"], recipe["mask_rate"],
@@ -232,7 +255,7 @@ def pretrain(out_dir: str | Path, steps: int | None = None) -> dict:
     report = {
         "model": "BERT (lmlib.models.bert), MLM + NSP pretraining on IMDb's unlabelled reviews",
         "config": config.__dict__,
-        "tokenizer": {**TOKENIZER_RECIPE, "special_tokens": list(tokenizer.vocab[:5]),
+        "tokenizer": {**tokenizer_recipe, "special_tokens": list(tokenizer.vocab[:5]),
                       "train_seconds": tokenizer_seconds},
         "recipe": recipe, "sentence_rule": split_sentences.__doc__.split("\n\n")[0].replace("\n    ", " "),
         "parameters": model.num_parameters(),
@@ -245,8 +268,10 @@ def pretrain(out_dir: str | Path, steps: int | None = None) -> dict:
         "valid": metrics, "valid_slice_256": slice_metrics,
         "train_seconds": train_seconds, "torch_threads": torch.get_num_threads(),
     }
-    return save_shipped(out_dir, NAME, model.state_dict(), config.__dict__, report,
-                        side_files={"tokenizer.json": tokenizer.save}, skip=("mlm.decoder.weight",))
+    report = save_shipped(out_dir, NAME, model.state_dict(), config.__dict__, job.annotate(report),
+                          side_files={"tokenizer.json": tokenizer.save}, skip=("mlm.decoder.weight",))
+    job.finish()
+    return report
 
 
 def load_pretrained(directory: str | Path = CHECKPOINT_DIR, **overrides) -> tuple[Bert, WordPiece]:

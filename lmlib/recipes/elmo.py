@@ -13,7 +13,8 @@ however rare, gets its own vector; the **softmax predicts the lower-cased word**
 kept types is predicted as ``<unk>`` (a target only: it is never an input). Perplexities are therefore over this
 capped vocabulary, ``<unk>`` included, and are reported for each direction separately.
 
-``python -m lmlib.recipes.elmo pretrain --out lmlib/pretrained/elmo_imdb`` reproduces the checkpoint;
+``python -m lmlib pretrain elmo --out lmlib/pretrained/elmo_imdb`` (or ``python -m lmlib.recipes.elmo pretrain
+--out ...``) reproduces the checkpoint;
 :func:`load_pretrained` verifies its sha256 before loading.
 """
 
@@ -37,6 +38,7 @@ from ..text.vocab import SPECIALS, UNK, Vocab
 from ..training.callbacks import GradientClipping, PrintEvery
 from ..training.schedules import WarmupCosine
 from ..training.trainer import Trainer
+from .pretraining import PretrainRun, RunOptions, plan
 from .shipping import PRETRAINED_DIR, load_shipped, pretrain_command, save_shipped
 
 NAME = "elmo_imdb"
@@ -47,6 +49,10 @@ PRETRAIN_CONFIG = dict(embed_size=128, hidden_size=512, num_layers=2, dropout=0.
                        filters=((1, 32), (2, 32), (3, 64), (4, 64), (5, 64)), num_highway=2, max_chars=20)
 PRETRAIN_RECIPE = dict(seed=0, vocab_size=10000, max_words=40, min_words=3, batch_size=32, steps=1200, lr=3e-3,
                        warmup=100, min_ratio=0.05, clip=1.0, valid_reviews=1000, valid_sentences=2000)
+# `--preset teach`: the same recipe on 300 reviews with a tiny biLM, a few seconds on one core
+PRETRAIN_TEACH = dict(recipe=dict(steps=30, vocab_size=1000, batch_size=8, train_reviews=300, valid_reviews=50,
+                                  valid_sentences=100),
+                      config=dict(embed_size=32, hidden_size=64, filters=((1, 8), (2, 8), (3, 16)), num_highway=1))
 
 _TOKEN = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)*|\d+(?:[.,]\d+)*|[^\w\s]|_")
 _SENTENCE_END = {".", "!", "?"}
@@ -99,11 +105,13 @@ def _unsup_texts(valid_reviews: int) -> list[str]:
     return texts
 
 
-def unsup_sentences(valid_reviews: int = PRETRAIN_RECIPE["valid_reviews"]) -> tuple[list[list[str]], list[list[str]]]:
+def unsup_sentences(valid_reviews: int = PRETRAIN_RECIPE["valid_reviews"],
+                    train_reviews: int | None = None) -> tuple[list[list[str]], list[list[str]]]:
     """IMDb's 50,000 unlabelled reviews as sentences, (train, held-out): the last ``valid_reviews`` reviews are
-    held out."""
+    held out; training uses the first ``train_reviews`` of the others (default: all)."""
     texts = _unsup_texts(valid_reviews)
-    return [s for t in texts[:-valid_reviews] for s in sentences_of(t)], held_out_sentences(valid_reviews)
+    return ([s for t in texts[:-valid_reviews][:train_reviews] for s in sentences_of(t)],
+            held_out_sentences(valid_reviews))
 
 
 def held_out_sentences(valid_reviews: int = PRETRAIN_RECIPE["valid_reviews"]) -> list[list[str]]:
@@ -143,13 +151,17 @@ def evaluate_bilm(model: BiLM, sentences: Sequence[Sequence[str]], vocab: Vocab,
             "predicted_words": n_words}
 
 
-def pretrain(out_dir: str | Path, steps: int | None = None, print_every: int = 100) -> dict:
-    """Train the biLM with the seeded ``PRETRAIN_RECIPE``; write the checkpoint to ``out_dir``."""
-    recipe = dict(PRETRAIN_RECIPE, steps=steps or PRETRAIN_RECIPE["steps"])
+def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full", run: RunOptions | None = None,
+             print_every: int = 100) -> dict | None:
+    """Train the biLM with the seeded ``PRETRAIN_RECIPE`` (``preset="teach"``: ``PRETRAIN_TEACH``); write the
+    checkpoint to ``out_dir``. ``run`` says how (:class:`~lmlib.recipes.pretraining.RunOptions`: device, bf16,
+    resumable checkpoints). Returns the report, or None on a rank other than 0 under torchrun."""
+    recipe, model_config, _ = plan(preset, steps, PRETRAIN_RECIPE, PRETRAIN_CONFIG, PRETRAIN_TEACH)
     recipe["warmup"] = min(recipe["warmup"], recipe["steps"] // 10)
+    job = PretrainRun(NAME, out_dir, {"recipe": recipe, "config": model_config}, run)
     seed_everything(recipe["seed"])
     start = time.perf_counter()
-    train, valid = unsup_sentences(recipe["valid_reviews"])
+    train, valid = unsup_sentences(recipe["valid_reviews"], recipe.get("train_reviews"))
     vocab = target_vocab(train, recipe["vocab_size"])
     valid = valid[: recipe["valid_sentences"]]
     n_words = sum(len(s) for s in train)
@@ -158,12 +170,12 @@ def pretrain(out_dir: str | Path, steps: int | None = None, print_every: int = 1
     print(f"data: {len(train):,} train sentences ({n_words:,} words), {len(valid):,} held-out; vocabulary "
           f"{len(vocab):,} covers {coverage:.1%} of train words; {time.perf_counter() - start:.0f} s", flush=True)
 
-    config = BiLMConfig(vocab_size=len(vocab), **PRETRAIN_CONFIG)
+    config = BiLMConfig(vocab_size=len(vocab), **model_config)
     model = BiLM(config)
     opt = torch.optim.Adam(model.parameters(), lr=recipe["lr"])
     trainer = Trainer(model, opt, bilm_loss,
                       [WarmupCosine(recipe["steps"], recipe["warmup"], recipe["min_ratio"]),
-                       GradientClipping(recipe["clip"]), PrintEvery(print_every)], device="cpu")
+                       GradientClipping(recipe["clip"]), PrintEvery(print_every)], **job.trainer_options())
     start = time.perf_counter()
     tokens = [0]
 
@@ -173,8 +185,11 @@ def pretrain(out_dir: str | Path, steps: int | None = None, print_every: int = 1
             tokens[0] += int((ids != vocab.stoi[SPECIALS[0]]).sum())
             yield chars, ids
 
-    trainer.fit(batches, epochs=1)
+    job.fit(trainer, batches)  # a resumed run counts the tokens of the batches it skips, too
     train_seconds = time.perf_counter() - start
+    if not job.writes:
+        return None
+    model.cpu()
     metrics = evaluate_bilm(model, valid, vocab)
     print(f"held-out: forward perplexity {metrics['forward_ppl']:.1f}, backward {metrics['backward_ppl']:.1f}",
           flush=True)
@@ -188,8 +203,10 @@ def pretrain(out_dir: str | Path, steps: int | None = None, print_every: int = 1
         "valid_sentences": len(valid), **{f"valid_{k}": v for k, v in metrics.items()},
         "train_seconds": train_seconds, "torch_threads": torch.get_num_threads(),
     }
-    return save_shipped(out_dir, NAME, model.state_dict(), config.__dict__, report,
-                        side_files={"vocab.json": vocab.save})
+    report = save_shipped(out_dir, NAME, model.state_dict(), config.__dict__, job.annotate(report),
+                          side_files={"vocab.json": vocab.save})
+    job.finish()
+    return report
 
 
 def load_pretrained(directory: str | Path = CHECKPOINT_DIR) -> tuple[BiLM, Vocab, dict]:

@@ -5,8 +5,9 @@ Radford et al. (2018) pretrain on BooksCorpus (about 800M words) for 100 epochs 
 same objective, L_1 = Σ_i log P(u_i | u_{i−k}, ..., u_{i−1}), at a scale one CPU core finishes in about twenty
 minutes: IMDb's 50,000 unlabelled reviews, a byte-level BPE of 8,192 tokens trained on them (so the model and its
 tokenizer speak the same text, as in GPT-2), a 4-layer pre-norm GPT of 128 dimensions, and a few million tokens
-of random 128-token windows. ``python -m lmlib.recipes.gpt pretrain --out lmlib/pretrained/gpt_imdb`` reproduces
-the checkpoint; :func:`load_pretrained` verifies its sha256 before loading.
+of random 128-token windows. ``python -m lmlib pretrain gpt --out lmlib/pretrained/gpt_imdb`` (or
+``python -m lmlib.recipes.gpt pretrain --out ...``) reproduces the checkpoint; :func:`load_pretrained` verifies its
+sha256 before loading.
 
 The held-out reviews (the last ``valid_reviews`` of the unlabelled split) are never trained on; the validation
 perplexity is measured on them, per BPE token, and also as bits per character so it compares across tokenizers.
@@ -31,6 +32,7 @@ from ..training.objectives import gpt_finetune_loss, next_token_loss
 from ..training.schedules import WarmupCosine, weight_decay_groups
 from ..training.trainer import Trainer, evaluate
 from .finetuning import finetune_plan
+from .pretraining import PretrainRun, RunOptions, plan
 from .shipping import PRETRAINED_DIR, load_shipped, pretrain_command, save_shipped
 
 NAME = "gpt_imdb"
@@ -45,6 +47,10 @@ TOKENIZER_RECIPE = dict(vocab_size=8192, min_frequency=2)
 PRETRAIN_CONFIG = dict(block_size=128, num_layers=4, num_heads=4, d_model=128, dropout=0.0, norm="pre")
 PRETRAIN_RECIPE = dict(seed=0, batch_size=16, steps=2000, lr=2e-3, warmup=100, min_ratio=0.05, weight_decay=0.1,
                        betas=(0.9, 0.95), clip=1.0, valid_reviews=1000, valid_windows=256)
+# `--preset teach`: the same recipe on 400 reviews with a tiny model, a few seconds on one core
+PRETRAIN_TEACH = dict(recipe=dict(steps=40, batch_size=8, train_reviews=400, valid_reviews=50, valid_windows=16),
+                      config=dict(block_size=32, num_layers=2, num_heads=2, d_model=32),
+                      tokenizer=dict(vocab_size=512))
 
 
 def unsup_split(valid_reviews: int = PRETRAIN_RECIPE["valid_reviews"]) -> tuple[list[str], list[str]]:
@@ -97,37 +103,46 @@ def evaluate_stream(model: GPT, stream: torch.Tensor, windows: int, batch_size: 
     return total / (n * T)
 
 
-def pretrain(out_dir: str | Path, steps: int | None = None) -> dict:
-    """Train the BPE and the GPT with the seeded ``PRETRAIN_RECIPE``; write the checkpoint to ``out_dir``."""
-    recipe = dict(PRETRAIN_RECIPE, steps=steps or PRETRAIN_RECIPE["steps"])
+def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full",
+             run: RunOptions | None = None) -> dict | None:
+    """Train the BPE and the GPT with the seeded ``PRETRAIN_RECIPE`` (``preset="teach"``: ``PRETRAIN_TEACH``); write
+    the checkpoint to ``out_dir``. ``run`` says how (:class:`~lmlib.recipes.pretraining.RunOptions`: device, bf16,
+    resumable checkpoints). Returns the report, or None on a rank other than 0 under torchrun."""
+    recipe, model_config, tokenizer_recipe = plan(preset, steps, PRETRAIN_RECIPE, PRETRAIN_CONFIG, PRETRAIN_TEACH,
+                                                  TOKENIZER_RECIPE)
     recipe["warmup"] = min(recipe["warmup"], recipe["steps"] // 10)  # a shortened run keeps a proportionate warm-up
+    job = PretrainRun(NAME, out_dir, {"recipe": recipe, "config": model_config, "tokenizer": tokenizer_recipe}, run)
     seed_everything(recipe["seed"])
     train_texts, valid_texts = unsup_split(recipe["valid_reviews"])
+    train_texts = train_texts[: recipe.get("train_reviews")]  # every one unless the preset takes fewer
     start = time.perf_counter()
-    tokenizer = ByteLevelBPE.train(train_texts, TOKENIZER_RECIPE["vocab_size"],
-                                   min_frequency=TOKENIZER_RECIPE["min_frequency"], special_tokens=GPT_SPECIALS)
+    tokenizer = ByteLevelBPE.train(train_texts, tokenizer_recipe["vocab_size"],
+                                   min_frequency=tokenizer_recipe["min_frequency"], special_tokens=GPT_SPECIALS)
     tokenizer_seconds = time.perf_counter() - start
     train_stream, valid_stream = encode_stream(tokenizer, train_texts), encode_stream(tokenizer, valid_texts)
     print(f"tokenizer: {len(tokenizer)} tokens in {tokenizer_seconds:.0f} s; train stream {train_stream.numel():,} "
           f"tokens, held-out {valid_stream.numel():,}", flush=True)
 
-    config = GPTConfig(vocab_size=len(tokenizer), **PRETRAIN_CONFIG)
+    config = GPTConfig(vocab_size=len(tokenizer), **model_config)
     model = GPT(config)
     opt = torch.optim.AdamW(weight_decay_groups(model, recipe["weight_decay"]), lr=recipe["lr"], betas=recipe["betas"])
     trainer = Trainer(model, opt, next_token_loss,
                       [WarmupCosine(recipe["steps"], recipe["warmup"], recipe["min_ratio"]),
-                       GradientClipping(recipe["clip"]), PrintEvery(100)], device="cpu")
+                       GradientClipping(recipe["clip"]), PrintEvery(100)], **job.trainer_options())
     start = time.perf_counter()
-    trainer.fit(lambda epoch: random_windows(train_stream, config.block_size, recipe["batch_size"], recipe["steps"],
-                                             recipe["seed"]), epochs=1)
+    job.fit(trainer, lambda epoch: random_windows(train_stream, config.block_size, recipe["batch_size"],
+                                                  recipe["steps"], recipe["seed"]))
     train_seconds = time.perf_counter() - start
+    if not job.writes:
+        return None
+    model.cpu()  # the held-out streams live on the CPU
 
     valid_nll = evaluate_stream(model, valid_stream, recipe["valid_windows"])
     n_tokens = min(recipe["valid_windows"], (valid_stream.numel() - 1) // config.block_size) * config.block_size
     n_chars = len(tokenizer.decode(valid_stream[1: n_tokens + 1].tolist()))
     report = {
         "model": "GPT (lmlib.models.gpt), pre-norm, pretrained on IMDb's unlabelled reviews",
-        "config": config.__dict__, "tokenizer": {**TOKENIZER_RECIPE, "special_tokens": list(GPT_SPECIALS),
+        "config": config.__dict__, "tokenizer": {**tokenizer_recipe, "special_tokens": list(GPT_SPECIALS),
                                                  "train_seconds": tokenizer_seconds},
         "recipe": recipe, "parameters": model.num_parameters(),
         "tokens_seen": recipe["steps"] * recipe["batch_size"] * config.block_size,
@@ -138,8 +153,10 @@ def pretrain(out_dir: str | Path, steps: int | None = None) -> dict:
         "valid_bits_per_char": valid_nll * n_tokens / n_chars / math.log(2),
         "train_seconds": train_seconds, "torch_threads": torch.get_num_threads(),
     }
-    return save_shipped(out_dir, NAME, model.state_dict(), config.__dict__, report,
-                        side_files={"tokenizer.json": tokenizer.save}, skip=("lm_head.weight",))
+    report = save_shipped(out_dir, NAME, model.state_dict(), config.__dict__, job.annotate(report),
+                          side_files={"tokenizer.json": tokenizer.save}, skip=("lm_head.weight",))
+    job.finish()
+    return report
 
 
 def load_pretrained(directory: str | Path = CHECKPOINT_DIR) -> tuple[GPT, ByteLevelBPE, dict]:

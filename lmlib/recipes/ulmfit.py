@@ -45,6 +45,9 @@ PRETRAIN_CONFIG = dict(embed_size=200, hidden_size=256, num_layers=3,
                        embed_p=0.0, input_p=0.05, hidden_p=0.05, weight_p=0.05, output_p=0.05)
 PRETRAIN_RECIPE = dict(seed=0, batch_size=32, bptt=70, steps=3000, eta_max=4e-3, cut_frac=0.1, ratio=32.0,
                        clip=0.5, betas=(0.8, 0.99))
+# `--preset teach` of `python -m lmlib pretrain awd-lstm`: the same recipe with a tiny LM and a few steps
+PRETRAIN_TEACH = dict(recipe=dict(steps=30, batch_size=8, bptt=20),
+                      config=dict(embed_size=32, hidden_size=64, num_layers=2))
 # The shipped weights were written before AWDLSTMConfig's fields got their course-wide names; their
 # metadata (covered by the sha256) keeps the names it was written with.
 _RENAMED_CONFIG_FIELDS = {"emb_size": "embed_size", "n_layers": "num_layers"}
@@ -67,15 +70,20 @@ def evaluate_lm(model: AWDLSTMLanguageModel, ids: torch.Tensor, batch_size: int 
     return evaluate(model, StatefulLMLoss(), bptt_batches(batchify(ids, batch_size), bptt), device).perplexity
 
 
-def pretrain(out_dir: str | Path, steps: int | None = None) -> dict:
-    """Stage (a): train the AWD-LSTM LM on PTB with the seeded recipe ``PRETRAIN_RECIPE``; write
-    ``awd_lstm_ptb.safetensors`` (fp16), ``vocab.json`` and ``pretrain.json`` to ``out_dir``."""
-    recipe = dict(PRETRAIN_RECIPE, steps=steps or PRETRAIN_RECIPE["steps"])
+def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full", run=None) -> dict | None:
+    """Stage (a): train the AWD-LSTM LM on PTB with the seeded recipe ``PRETRAIN_RECIPE`` (``preset="teach"``:
+    ``PRETRAIN_TEACH``); write ``awd_lstm_ptb.safetensors`` (fp16), ``vocab.json`` and ``pretrain.json`` to
+    ``out_dir``. ``run`` says how (:class:`~lmlib.recipes.pretraining.RunOptions`: device, bf16, resumable
+    checkpoints; the LSTM's carried state is part of a checkpoint). Returns the report, or None on a rank other
+    than 0 under torchrun."""
+    from .pretraining import PretrainRun, plan
+
+    recipe, model_config, _ = plan(preset, steps, PRETRAIN_RECIPE, PRETRAIN_CONFIG, PRETRAIN_TEACH)
+    job = PretrainRun("awd_lstm_ptb", out_dir, {"recipe": recipe, "config": model_config}, run)
     seed_everything(recipe["seed"])
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     vocab = ptb_vocab()
-    config = AWDLSTMConfig(vocab_size=len(vocab), pad_id=vocab[PAD], **PRETRAIN_CONFIG)
+    config = AWDLSTMConfig(vocab_size=len(vocab), pad_id=vocab[PAD], **model_config)
     model = AWDLSTMLanguageModel(config)
     streams = batchify(_ptb_ids(vocab, "train"), recipe["batch_size"])
     windows = list(bptt_batches(streams, recipe["bptt"]))
@@ -84,10 +92,12 @@ def pretrain(out_dir: str | Path, steps: int | None = None) -> dict:
     opt = torch.optim.Adam(model.parameters(), lr=recipe["eta_max"], betas=recipe["betas"])
     trainer = Trainer(model, opt, StatefulLMLoss(),
                       [STLR(recipe["steps"], recipe["cut_frac"], recipe["ratio"]), GradientClipping(recipe["clip"]),
-                       PrintEvery(25)], device="cpu")
+                       PrintEvery(25)], **job.trainer_options())
     start = time.perf_counter()
-    trainer.fit(batches, epochs=1)
+    job.fit(trainer, lambda epoch: batches)
     train_seconds = time.perf_counter() - start
+    if not job.writes:
+        return None
     valid_ppl, test_ppl = evaluate_lm(model, _ptb_ids(vocab, "valid")), evaluate_lm(model, _ptb_ids(vocab, "test"))
     report = {
         "model": "AWD-LSTM (lmlib.models.awd_lstm), PTB pretraining for ULMFiT",
@@ -97,7 +107,9 @@ def pretrain(out_dir: str | Path, steps: int | None = None) -> dict:
         "valid_ppl": valid_ppl, "test_ppl": test_ppl, "train_seconds": train_seconds,
         "torch_threads": torch.get_num_threads(),
     }
-    return save_pretrained(model, vocab, out_dir, report)
+    report = save_pretrained(model, vocab, out_dir, job.annotate(report))
+    job.finish()
+    return report
 
 
 def save_pretrained(model: AWDLSTMLanguageModel, vocab: Vocab, out_dir: str | Path, report: dict,

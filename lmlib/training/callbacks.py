@@ -301,15 +301,27 @@ class LivePlot(Callback):
 
 
 class Checkpoint(Callback):
-    """Save a resumable checkpoint to ``path`` at the end of every epoch (atomically)."""
+    """Save a resumable checkpoint to ``path`` (atomically) at the end of every epoch, or with ``every_steps`` after
+    every ``every_steps``-th optimizer step instead (mid-epoch: :meth:`Trainer.fit` resumes after the batches taken).
+    ``extra`` (a dict, or a function ``trainer -> dict``) is stored beside the state, e.g. what run it belongs to."""
 
     main_process_only = True  # output only: under DDP rank 0 alone runs it
 
-    def __init__(self, path):
-        self.path = path
+    def __init__(self, path, every_steps: int | None = None, extra: dict | Callable[[Trainer], dict] | None = None):
+        if every_steps is not None and every_steps < 1:
+            raise ValueError(f"every_steps must be at least 1 (or None for once per epoch), got {every_steps}")
+        self.path, self.every_steps, self.extra = path, every_steps, extra
+
+    def _save(self, trainer: Trainer) -> None:
+        trainer.save_checkpoint(self.path, self.extra(trainer) if callable(self.extra) else self.extra)
+
+    def on_batch_end(self, trainer: Trainer, loss: float) -> None:
+        if self.every_steps is not None and trainer.step % self.every_steps == 0:
+            self._save(trainer)
 
     def on_epoch_end(self, trainer: Trainer, logs: dict[str, float]) -> None:
-        trainer.save_checkpoint(self.path)
+        if self.every_steps is None:
+            self._save(trainer)
 
 
 class History(Callback):

@@ -45,6 +45,13 @@ class StatefulLMLoss:
     def reset(self) -> None:
         self.state = None
 
+    def state_dict(self) -> dict:
+        """The carried hidden state, so a checkpoint taken between two windows resumes with it."""
+        return {"state": self.state}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.state = state["state"]
+
     def __call__(self, model, batch) -> BatchResult:
         x, y = batch
         logits, state = model(x, _detach(self.state))

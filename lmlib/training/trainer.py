@@ -16,10 +16,17 @@ after ``init_distributed()`` it wraps the model in DistributedDataParallel, so e
 global batch and the gradients are averaged; the reported losses are averaged over the ranks, and callbacks that only
 print, draw or write files (``main_process_only = True``) run on rank 0 alone. ``trainer.model`` stays the plain
 model, so checkpoints look the same with one process or many.
+
+A checkpoint may be taken in the middle of an epoch (``Checkpoint(path, every_steps=N)``): it records how many batches
+of the epoch were taken and their running loss sums, and :meth:`Trainer.fit` after :meth:`Trainer.load_checkpoint`
+draws and discards those batches (so a seeded batch stream reaches the same next batch) and goes on from there, with
+a stateful loss's carried state (e.g. an RNN's hidden state) restored instead of reset.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import math
 import time
 from collections.abc import Callable, Iterable
@@ -73,9 +80,13 @@ def _as_result(out: Any) -> BatchResult:
 
 
 def to_device(batch: Any, device: torch.device) -> Any:
-    """``batch`` with every tensor in it (also inside tuples, named tuples, lists and dicts) moved to ``device``."""
+    """``batch`` with every tensor in it (also inside tuples, named tuples, lists, dicts and dataclasses) moved to
+    ``device``."""
     if isinstance(batch, torch.Tensor):
         return batch.to(device)
+    if dataclasses.is_dataclass(batch) and not isinstance(batch, type):
+        return dataclasses.replace(batch, **{f.name: to_device(getattr(batch, f.name), device)
+                                             for f in dataclasses.fields(batch) if f.init})
     if isinstance(batch, tuple) and hasattr(batch, "_fields"):
         return type(batch)(*(to_device(b, device) for b in batch))
     if isinstance(batch, (list, tuple)):
@@ -152,7 +163,9 @@ class Trainer:
 
     ``distributed="auto"`` trains data-parallel when a process group of several ranks exists (call
     ``init_distributed()`` before building the Trainer) and in one process otherwise; ``True`` insists on the group,
-    ``False`` ignores it. Under DDP each rank must get its own share of every batch
+    ``False`` ignores it. ``autocast=torch.bfloat16`` runs ``loss_fn`` (the forward pass and the loss) under
+    ``torch.autocast`` on the trainer's device; the backward pass and the optimizer step stay in float32.
+    Under DDP each rank must get its own share of every batch
     (:func:`~lmlib.training.distributed.shard_batches`) and as many batches as the others; ``batch_losses``,
     ``history`` and :meth:`evaluate` then report the token-weighted mean over all ranks, the numbers one process
     with the global batch would report.
@@ -166,6 +179,7 @@ class Trainer:
         callbacks: Iterable[Callback] = (),
         device: str | torch.device = "auto",
         distributed: bool | str = "auto",
+        autocast: torch.dtype | None = None,
     ):
         if distributed not in ("auto", True, False):
             raise ValueError(f"distributed must be 'auto', True or False, got {distributed!r}")
@@ -188,6 +202,10 @@ class Trainer:
         self.last_batch: Any = None
         self._ddp: nn.Module | None = None  # the DistributedDataParallel wrapper, built at the first step
         self._ddp_trainable: list[bool] = []
+        self.autocast = autocast
+        self._in_fit = False
+        self._epoch_step = 0  # batches taken in the unfinished epoch: a mid-epoch checkpoint resumes after them
+        self._epoch_sums = (0.0, 0)  # their n-weighted loss sum and n, for the epoch's train_loss
 
     # -- helpers -------------------------------------------------------------------------------------
     def _active_callbacks(self) -> list[Callback]:
@@ -261,7 +279,9 @@ class Trainer:
         self._emit("on_batch_begin", batch)
         model = self._training_model()
         forward_calls = model.forward_calls if self.distributed else 0
-        result = _as_result(self.loss_fn(model, batch))
+        precision = torch.autocast(self.device.type, dtype=self.autocast) if self.autocast else nullcontext()
+        with precision:
+            result = _as_result(self.loss_fn(model, batch))
         if self.distributed and model.forward_calls == forward_calls:
             raise RuntimeError("under DDP the loss function must call model(...): only that call goes through "
                                "DistributedDataParallel, without it the gradients would not be averaged over the ranks")
@@ -281,6 +301,9 @@ class Trainer:
             result = self._global_result(result)
         value = result.loss.item()
         self.batch_losses.append(value)
+        if self._in_fit:  # before on_batch_end, so a checkpoint taken there includes this batch
+            total, count = self._epoch_sums
+            self._epoch_sums, self._epoch_step = (total + value * result.n, count + result.n), self._epoch_step + 1
         self._emit("on_batch_end", value)
         return result
 
@@ -289,24 +312,32 @@ class Trainer:
         if epochs < 1:
             raise ValueError(f"epochs must be at least 1, got {epochs}")
         self.stop_training = False
+        self._in_fit = True
+        try:
+            return self._fit(train, epochs, valid)
+        finally:
+            self._in_fit = False
+
+    def _fit(self, train: Batches, epochs: int, valid: Batches | None) -> list[dict[str, float]]:
         with explain_lost_ranks(self._where) if self.distributed else nullcontext():
             self._emit("on_fit_begin")
             for _ in range(epochs):
                 start = time.perf_counter()
+                taken = self._epoch_step  # 0, or the batches a mid-epoch checkpoint had taken
                 self._emit("on_epoch_begin")
-                _reset_state(self.loss_fn)
-                total, count = 0.0, 0
+                if not taken:  # resumed mid-epoch, a stateful loss keeps the state the checkpoint restored
+                    _reset_state(self.loss_fn)
                 batches = self._batches(train, self.epoch)
                 if self.distributed:
                     self._check_same_length(batches)
-                for batch in batches:
-                    result = self.train_step(batch)
-                    total += result.loss.item() * result.n
-                    count += result.n
+                for batch in itertools.islice(batches, taken, None):  # drawn and dropped: a seeded stream stays in step
+                    self.train_step(batch)  # adds the batch to self._epoch_sums
                     if self.distributed:  # a time budget or a diverging loss may stop one rank first
                         self.stop_training = any_rank(self.stop_training)
                     if self.stop_training:
                         break
+                total, count = self._epoch_sums
+                self._epoch_step, self._epoch_sums = 0, (0.0, 0)
                 if count == 0:
                     raise ValueError("the training data yielded no batches")
                 logs = {"epoch": self.epoch + 1, "step": self.step, "train_loss": total / count, "lr": self.lr}
@@ -348,6 +379,9 @@ class Trainer:
             "history": self.history,
             "batch_losses": self.batch_losses,
             "callbacks": [cb.state_dict() for cb in self.callbacks],
+            "epoch_step": self._epoch_step,
+            "epoch_sums": list(self._epoch_sums),
+            "loss_fn": self.loss_fn.state_dict() if callable(getattr(self.loss_fn, "state_dict", None)) else {},
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -361,15 +395,21 @@ class Trainer:
                              f"{len(self.callbacks)} callbacks; build the trainer with the same callbacks")
         for cb, cb_state in zip(self.callbacks, state["callbacks"]):
             cb.load_state_dict(cb_state)
+        self._epoch_step = int(state.get("epoch_step", 0))
+        total, count = state.get("epoch_sums", (0.0, 0))
+        self._epoch_sums = (float(total), int(count))
+        if state.get("loss_fn") and callable(getattr(self.loss_fn, "load_state_dict", None)):
+            self.loss_fn.load_state_dict(state["loss_fn"])
 
-    def save_checkpoint(self, path) -> None:
-        """Write a resumable checkpoint to ``path``. Under DDP only rank 0 writes: every rank holds the same state,
-        and ``model`` is the plain model, so the file loads in one process as well as in several."""
+    def save_checkpoint(self, path, extra: dict | None = None) -> None:
+        """Write a resumable checkpoint to ``path`` (``extra``: more entries to store beside the state, e.g. what run
+        it belongs to). Under DDP only rank 0 writes: every rank holds the same state, and ``model`` is the plain
+        model, so the file loads in one process as well as in several."""
         if self.distributed and not is_main_process():
             return
         from .checkpoint import save_checkpoint
 
-        save_checkpoint(path, self.state_dict())
+        save_checkpoint(path, {**(extra or {}), **self.state_dict()})
 
     def load_checkpoint(self, path) -> None:
         from .checkpoint import load_checkpoint

@@ -1,0 +1,197 @@
+"""What every pretraining recipe shares: presets, resumable runs, data-parallel and bf16 training.
+
+``python -m lmlib pretrain {awd-lstm,elmo,gpt,bert}`` (:mod:`lmlib.__main__`) and each recipe module's own
+``python -m lmlib.recipes.<x> pretrain`` call the same ``pretrain(out_dir, steps, preset, run)`` of that module; that
+function states *what* is computed (data, model, optimizer, schedule), a :class:`PretrainRun` *how* it is carried out:
+
+* **presets** (:func:`plan`): ``full`` is the recorded recipe (``PRETRAIN_RECIPE``/``PRETRAIN_CONFIG``, the numbers
+  in the shipped ``pretrain.json``); ``teach`` is the same recipe on a sliver of the data with a tiny model and a few
+  steps (the module's ``PRETRAIN_TEACH`` overrides), to try the command in seconds.
+* **resume** (:class:`PretrainRun`): every ``checkpoint_every`` steps the Trainer's state (model, optimizer,
+  callbacks' schedules, step, the epoch's running sums, a stateful loss's carried state) and every global random
+  generator (torch, CUDA, NumPy, Python) go to ``<out>/resume.pt`` through a temporary file and ``os.replace``.
+  A resumed run rebuilds the data and model exactly as the first did (same seeds), loads that file, and
+  :meth:`~lmlib.training.trainer.Trainer.fit` draws and drops the batches already taken, so a recipe's seeded batch
+  generator (a ``torch.Generator`` it owns) reaches the same next batch: the final weights equal an uninterrupted
+  run's bit for bit. The file is deleted once ``pretrain.json`` is written.
+* **several processes**: under ``torchrun`` (after :func:`~lmlib.training.distributed.init_distributed`) each global
+  batch is split between the ranks with :func:`~lmlib.training.distributed.shard_batches` and the Trainer runs DDP;
+  rank 0 alone writes files.
+* **bf16**: ``torch.autocast(device, torch.bfloat16)`` around the forward pass and the loss.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..training.distributed import is_distributed, is_main_process, shard_batches, world_size
+from ..training.trainer import Callback, Trainer
+from .shipping import REPORT
+
+PRESETS = ("teach", "full")
+RESUME = "resume.pt"
+
+
+class PretrainError(ValueError):
+    """A run that cannot start as asked (a folder holding another run, nothing to resume); the message says why."""
+
+
+class StopRequested(Exception):
+    """Raised after the step ``RunOptions.stop_after`` asked for, as if the run had been interrupted there."""
+
+
+@dataclass
+class RunOptions:
+    """How a run is carried out, apart from the recipe: ``device`` ("cpu", "cuda" or "auto"), ``bf16`` autocast,
+    a resumable checkpoint every ``checkpoint_every`` steps (None: none), ``resume`` from it, and ``stop_after``
+    a step (to try ``resume``: the run stops there as if interrupted, its last checkpoint left in place)."""
+
+    device: str = "cpu"
+    bf16: bool = False
+    checkpoint_every: int | None = None
+    resume: bool = False
+    stop_after: int | None = None
+
+    def __post_init__(self):
+        for field in ("checkpoint_every", "stop_after"):
+            value = getattr(self, field)
+            if value is not None and value < 1:
+                raise PretrainError(f"{field.replace('_', '-')} must be at least 1, got {value}")
+
+
+def plan(preset: str, steps: int | None, recipe: Mapping, config: Mapping, teach: Mapping,
+         tokenizer: Mapping | None = None) -> tuple[dict, dict, dict]:
+    """``(recipe, config, tokenizer recipe)`` of ``preset``: the recorded ones for ``full``, with ``teach``'s
+    ``"recipe"``, ``"config"`` and ``"tokenizer"`` overrides for ``teach``; ``steps`` (if given) replaces the
+    recipe's step count."""
+    if preset not in PRESETS:
+        raise PretrainError(f"unknown preset {preset!r}: use one of {', '.join(PRESETS)}")
+    over = teach if preset == "teach" else {}
+    recipe = {**recipe, **over.get("recipe", {})}
+    if steps is not None:
+        if steps < 1:
+            raise PretrainError(f"steps must be at least 1, got {steps}")
+        recipe["steps"] = steps
+    return recipe, {**config, **over.get("config", {})}, {**(tokenizer or {}), **over.get("tokenizer", {})}
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value))
+
+
+class _RunControl(Callback):
+    """Writes the resume checkpoint every ``every`` steps and stops after ``stop_after``: one callback, always
+    present, so a checkpoint's callback list matches whatever options the resuming run was given."""
+
+    def __init__(self, run: PretrainRun):
+        self.run = run
+
+    def on_batch_end(self, trainer: Trainer, loss: float) -> None:
+        every, stop = self.run.options.checkpoint_every, self.run.options.stop_after
+        if every is not None and trainer.step % every == 0:
+            trainer.save_checkpoint(self.run.resume_path, {"run": self.run.meta})  # rank 0 alone writes
+        if stop is not None and trainer.step >= stop:
+            raise StopRequested(f"stopped after step {trainer.step} as asked (--stop-after {stop})")
+
+
+class PretrainRun:
+    """One run of a recipe writing to ``out_dir``. ``meta`` (the recipe, config and tokenizer recipe) identifies
+    it: a folder whose ``pretrain.json`` or ``resume.pt`` records another model or other values is refused before any
+    work starts, and so is ``resume`` with no ``resume.pt`` to resume from."""
+
+    def __init__(self, name: str, out_dir: str | Path, meta: Mapping, options: RunOptions | None = None):
+        self.name, self.out_dir = name, Path(out_dir)
+        self.options = options or RunOptions()
+        self.meta = _jsonable({"model": name, **meta, "bf16": self.options.bf16, "world_size": world_size()})
+        self.resume_path = self.out_dir / RESUME
+        self._check_out_dir()
+
+    # -- the folder ------------------------------------------------------------------------------------------
+    def _differences(self, recorded: Mapping, keys) -> list[str]:
+        """``"recipe.steps: 40 there, 10 now"`` for each value that differs (one level into dicts)."""
+        wrong = []
+        for k in keys:
+            there, now = recorded.get(k), self.meta.get(k)
+            if isinstance(there, dict) and isinstance(now, dict):
+                wrong += [f"{k}.{j}: {json.dumps(there.get(j))} there, {json.dumps(now.get(j))} now"
+                          for j in sorted({*there, *now}) if there.get(j) != now.get(j)]
+            elif there != now:
+                wrong.append(f"{k}: {json.dumps(there)} there, {json.dumps(now)} now")
+        return wrong
+
+    def _check_out_dir(self) -> None:
+        out, report_path = self.out_dir, self.out_dir / REPORT
+        if report_path.is_file():
+            report = json.loads(report_path.read_text())
+            weights = [f for f in report.get("sha256", {}) if f.endswith(".safetensors")]
+            if f"{self.name}.safetensors" not in weights:
+                raise PretrainError(f"{out} holds the checkpoint of another model ({', '.join(weights) or 'unknown'}, "
+                                    f"see its {REPORT}), not {self.name}: choose another --out folder")
+            config = report.get("config", {})
+            recorded = {"recipe": report.get("recipe"),
+                        "config": {k: config.get(k) for k in self.meta["config"]}}
+            wrong = self._differences(recorded, ("recipe", "config"))
+            if wrong:
+                raise PretrainError(f"{out} holds a checkpoint of {self.name} made with another config "
+                                    f"({'; '.join(wrong)}): choose another --out folder, or delete it to start over")
+        if self.resume_path.is_file():
+            saved = torch.load(self.resume_path, map_location="cpu", weights_only=True)
+            recorded = saved.get("run", {})
+            if recorded.get("model") != self.name:
+                raise PretrainError(f"{self.resume_path} is an unfinished run of another model "
+                                    f"({recorded.get('model', 'unknown')}), not {self.name}: choose another --out folder")
+            wrong = self._differences(recorded, [k for k in self.meta if k != "model"])
+            if wrong:
+                raise PretrainError(f"{self.resume_path} is an unfinished {self.name} run with another config "
+                                    f"({'; '.join(wrong)}): resume it with the same options, or delete it to start "
+                                    f"over")
+            if not self.options.resume:
+                raise PretrainError(f"{self.resume_path} holds this run, unfinished at step {saved['step']}: pass "
+                                    f"--resume to continue it, or delete the file to start over")
+        elif self.options.resume:
+            finished = f" (the run there finished: {REPORT} is present)" if report_path.is_file() else ""
+            raise PretrainError(f"nothing to resume: there is no {RESUME} in {out}{finished}. A run writes it every "
+                                f"--checkpoint-every steps; start without --resume")
+
+    # -- training --------------------------------------------------------------------------------------------
+    def trainer_options(self) -> dict:
+        """The Trainer's ``device`` and ``autocast`` for this run."""
+        return {"device": self.options.device, "autocast": torch.bfloat16 if self.options.bf16 else None}
+
+    def fit(self, trainer: Trainer, batches: Callable[[int], Any]) -> Trainer:
+        """One epoch of ``batches`` (a function ``epoch -> batches``, each the global batch), split between the ranks
+        under torchrun, with the periodic checkpoint; after loading ``resume.pt`` when resuming."""
+        trainer.callbacks.append(_RunControl(self))
+        if self.options.resume:
+            trainer.load_checkpoint(self.resume_path)  # also restores every global random generator
+            if is_main_process():
+                print(f"resumed {self.name} from {self.resume_path} at step {trainer.step}", flush=True)
+        trainer.fit(shard_batches(batches) if is_distributed() else batches, epochs=1)
+        return trainer
+
+    @property
+    def writes(self) -> bool:
+        """Whether this process writes the results (rank 0, or the only process)."""
+        return is_main_process()
+
+    def annotate(self, report: dict) -> dict:
+        """``report`` plus how the run differed from the recorded single-process float32 CPU run, if it did."""
+        device = torch.device(self.options.device if self.options.device != "auto"
+                              else "cuda" if torch.cuda.is_available() else "cpu")
+        run = {"device": device.type, "bf16": self.options.bf16, "world_size": world_size()}
+        return report if run == {"device": "cpu", "bf16": False, "world_size": 1} else {**report, "run": run}
+
+    def finish(self) -> None:
+        """Delete ``resume.pt`` once the results are written."""
+        if self.writes and self.resume_path.is_file():
+            os.remove(self.resume_path)
+
+
+__all__ = ["PRESETS", "RESUME", "PretrainError", "StopRequested", "RunOptions", "plan", "PretrainRun"]

@@ -1,0 +1,206 @@
+"""``python -m lmlib pretrain``: exact resume, the files it writes, bad input, bf16 and torchrun (teach preset, a few
+steps, so every run takes seconds)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from lmlib import __main__ as cli
+from lmlib.data import sha256_of
+from lmlib.recipes import bert, elmo, gpt, ulmfit
+from lmlib.recipes.pretraining import RESUME, PretrainError, PretrainRun, plan
+from lmlib.recipes.shipping import PRETRAINED_DIR
+from lmlib.training import distributed
+
+REPO = Path(__file__).resolve().parents[1]
+NAMES = {"gpt": "gpt_imdb", "bert": "bert_imdb", "elmo": "elmo_imdb", "awd-lstm": "awd_lstm_ptb"}
+STEPS, CRASH, EVERY = 12, 7, 4  # a crash after step 7 loses steps 5-7: the resumed run redoes them from step 4
+
+
+@pytest.fixture(autouse=True)
+def restore_threads():
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
+def pretrain(model: str, out: Path, *extra: str) -> int:
+    return cli.main(["pretrain", model, "--preset", "teach", "--device", "cpu", "--out", str(out), *extra])
+
+
+def without_timings(report: dict | Path) -> dict:
+    """The report with every wall time (a key with "seconds", at any depth) left out."""
+    report = json.loads(report.read_text()) if isinstance(report, Path) else report
+    return {k: without_timings(v) if isinstance(v, dict) else v for k, v in report.items() if "seconds" not in k}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """For gpt, bert and elmo: an uninterrupted run of STEPS steps, and one stopped after CRASH then resumed."""
+    root, out = tmp_path_factory.mktemp("pretrain"), {}
+    for model in ("gpt", "bert", "elmo"):
+        whole, resumed = root / f"{model}-whole", root / f"{model}-resumed"
+        steps = ["--steps", str(STEPS), "--checkpoint-every", str(EVERY)]
+        assert pretrain(model, whole, *steps) == 0
+        assert pretrain(model, resumed, *steps, "--stop-after", str(CRASH)) == 0
+        interrupted = {"files": sorted(p.name for p in resumed.iterdir()),
+                       "step": torch.load(resumed / RESUME, weights_only=True)["step"]}
+        assert pretrain(model, resumed, *steps, "--resume") == 0
+        out[model] = (whole, resumed, interrupted)
+    return out
+
+
+@pytest.mark.parametrize("model", ["gpt", "bert", "elmo"])
+def test_a_resumed_run_ends_with_the_same_bytes_as_an_uninterrupted_one(runs, model):
+    whole, resumed, interrupted = runs[model]
+    assert interrupted == {"files": [RESUME], "step": 4}  # the crash left only the step-4 checkpoint
+    weights = f"{NAMES[model]}.safetensors"
+    assert (resumed / weights).read_bytes() == (whole / weights).read_bytes()
+    # the report (step count, tokens seen, losses, held-out metrics, sha256) too, all but the wall times
+    assert without_timings(resumed / "pretrain.json") == without_timings(whole / "pretrain.json")
+    assert not (resumed / RESUME).exists() and not (whole / RESUME).exists()  # deleted once pretrain.json is written
+
+
+@pytest.mark.parametrize("model", ["gpt", "bert", "elmo"])
+def test_pretrain_json_records_the_recipe_and_every_files_sha256(runs, model):
+    whole = runs[model][0]
+    report = json.loads((whole / "pretrain.json").read_text())
+    files = sorted(p.name for p in whole.iterdir() if p.name != "pretrain.json")
+    assert sorted(report["sha256"]) == files and len(files) == 2
+    assert report["sha256"] == {f: sha256_of(whole / f) for f in files}
+    module = {"gpt": gpt, "bert": bert, "elmo": elmo}[model]
+    assert report["recipe"]["steps"] == STEPS
+    assert report["recipe"]["batch_size"] == module.PRETRAIN_TEACH["recipe"]["batch_size"]
+    assert "run" not in report  # a one-process float32 CPU run, like the recorded ones
+
+
+@pytest.mark.parametrize("module, directory", [(gpt, gpt.CHECKPOINT_DIR), (bert, bert.CHECKPOINT_DIR),
+                                               (elmo, elmo.CHECKPOINT_DIR), (ulmfit, PRETRAINED_DIR)])
+def test_the_full_preset_is_the_recipe_recorded_in_the_shipped_pretrain_json(module, directory):
+    recipe, config, tokenizer = plan("full", None, module.PRETRAIN_RECIPE, module.PRETRAIN_CONFIG,
+                                     module.PRETRAIN_TEACH, getattr(module, "TOKENIZER_RECIPE", None))
+    shipped = json.loads((directory / "pretrain.json").read_text())
+    assert json.loads(json.dumps(recipe)) == shipped["recipe"]
+    assert {k: shipped["config"][k] for k in config} == json.loads(json.dumps(config))
+    if tokenizer:
+        assert {k: shipped["tokenizer"][k] for k in tokenizer} == tokenizer
+    name = getattr(module, "NAME", "awd_lstm_ptb")
+    PretrainRun(name, directory, {"recipe": recipe, "config": config})  # the folder check agrees; nothing is written
+    teach, *_ = plan("teach", None, module.PRETRAIN_RECIPE, module.PRETRAIN_CONFIG, module.PRETRAIN_TEACH)
+    wrong = (rf"checkpoint of {name} made with another config \(recipe\.batch_size: {recipe['batch_size']} there, "
+             rf"{teach['batch_size']} now; .*recipe\.steps: {recipe['steps']} there, {teach['steps']} now")
+    with pytest.raises(PretrainError, match=wrong):
+        PretrainRun(name, directory, {"recipe": teach, "config": config})
+
+
+# -- bad input -----------------------------------------------------------------------------------------------
+def test_help_lists_the_four_models_and_every_option(capsys):
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["pretrain", "--help"])
+    assert stop.value.code == 0
+    text = capsys.readouterr().out
+    assert "{awd-lstm,elmo,gpt,bert}" in text
+    for option in ("--preset", "--out", "--resume", "--steps", "--threads", "--checkpoint-every", "--stop-after",
+                   "--bf16", "--device", "torchrun", "deleted once pretrain.json"):
+        assert option in text
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["pretrain", "gpt2"], "argument model: invalid choice: 'gpt2' (choose from 'awd-lstm', 'elmo', 'gpt', 'bert')"),
+    (["pretrain", "gpt", "--preset", "huge"], "argument --preset: invalid choice: 'huge' (choose from 'teach', 'full')"),
+])
+def test_an_unknown_model_or_preset_is_refused_by_name(argv, message, capsys):
+    with pytest.raises(SystemExit) as stop:
+        cli.main(argv)
+    assert stop.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_an_out_folder_holding_another_models_or_another_configs_checkpoint_is_refused(runs, tmp_path, capsys):
+    whole_gpt = runs["gpt"][0]
+    before = {p.name: p.read_bytes() for p in whole_gpt.iterdir()}
+    assert pretrain("bert", whole_gpt) == 2
+    assert f"error: {whole_gpt} holds the checkpoint of another model (gpt_imdb.safetensors" in capsys.readouterr().err
+    assert pretrain("gpt", whole_gpt, "--steps", "5") == 2
+    err = capsys.readouterr().err
+    assert "checkpoint of gpt_imdb made with another config (recipe.steps: 12 there, 5 now; recipe.warmup: 1 there, 0 now)" in err
+    assert {p.name: p.read_bytes() for p in whole_gpt.iterdir()} == before  # nothing was touched
+
+    unfinished = tmp_path / "unfinished"
+    assert pretrain("bert", unfinished, "--steps", "4", "--checkpoint-every", "2", "--stop-after", "2") == 0
+    capsys.readouterr()
+    assert pretrain("gpt", unfinished) == 2
+    assert f"{unfinished / RESUME} is an unfinished run of another model (bert_imdb)" in capsys.readouterr().err
+    assert pretrain("bert", unfinished, "--steps", "6", "--resume") == 2
+    assert "unfinished bert_imdb run with another config (recipe.steps: 4 there, 6 now)" in capsys.readouterr().err
+    assert pretrain("bert", unfinished, "--steps", "4") == 2
+    assert "unfinished at step 2: pass --resume to continue it" in capsys.readouterr().err
+
+
+def test_resume_with_nothing_to_resume_is_refused(runs, tmp_path, capsys):
+    assert pretrain("gpt", tmp_path / "empty", "--resume") == 2
+    assert f"error: nothing to resume: there is no {RESUME} in {tmp_path / 'empty'}" in capsys.readouterr().err
+    assert pretrain("gpt", runs["gpt"][0], "--steps", str(STEPS), "--resume") == 2
+    assert "(the run there finished: pretrain.json is present)" in capsys.readouterr().err
+    assert not (tmp_path / "empty").exists()
+
+
+def test_the_shipped_folders_are_written_only_by_the_full_recipe_named_with_out(capsys):
+    before = (gpt.CHECKPOINT_DIR / "pretrain.json").read_bytes()
+    assert pretrain("gpt", gpt.CHECKPOINT_DIR) == 2
+    assert "holds a shipped checkpoint: only the full recorded recipe" in capsys.readouterr().err
+    assert (gpt.CHECKPOINT_DIR / "pretrain.json").read_bytes() == before
+    assert cli.DEFAULT_OUT.resolve() != PRETRAINED_DIR.resolve() and not cli.DEFAULT_OUT.is_absolute()
+
+
+# -- bf16 ----------------------------------------------------------------------------------------------------
+BF16_TOLERANCE = 0.05  # nats: bf16 keeps 8 bits of mantissa, so a loss near 6 moves by a few hundredths at most
+
+
+def test_bf16_autocast_keeps_a_tiny_runs_losses_within_tolerance_of_float32(runs, tmp_path):
+    assert pretrain("gpt", tmp_path / "bf16", "--steps", str(STEPS), "--bf16") == 0
+    fp32 = json.loads((runs["gpt"][0] / "pretrain.json").read_text())
+    bf16 = json.loads((tmp_path / "bf16" / "pretrain.json").read_text())
+    assert bf16["run"] == {"device": "cpu", "bf16": True, "world_size": 1}
+    for key in ("final_train_loss", "mean_train_loss_last_100", "valid_nll"):
+        assert abs(bf16[key] - fp32[key]) < BF16_TOLERANCE, (key, bf16[key], fp32[key])
+    assert bf16["sha256"]["gpt_imdb.safetensors"] != fp32["sha256"]["gpt_imdb.safetensors"]  # it did change the math
+
+
+# -- several processes ---------------------------------------------------------------------------------------
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_processes_under_torchrun_train_the_same_gpt_as_one(runs, tmp_path):
+    out = tmp_path / "ddp"
+    env = {k: v for k, v in os.environ.items() if k not in distributed.TORCHRUN_VARIABLES}
+    env.update(PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_addr=127.0.0.1",
+           f"--master_port={free_port()}", "-m", "lmlib", "pretrain", "gpt", "--preset", "teach", "--device", "cpu",
+           "--steps", str(STEPS), "--checkpoint-every", str(EVERY), "--out", str(out)]
+    run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert run.returncode == 0, f"torchrun failed:\n{run.stdout}\n{run.stderr[-4000:]}"
+    assert run.stdout.count(f"wrote {out}") == 1  # rank 0 alone wrote and reported
+    single, double = runs["gpt"][0], out
+    report = json.loads((double / "pretrain.json").read_text())
+    assert report["run"] == {"device": "cpu", "bf16": False, "world_size": 2}
+    assert report["recipe"] == json.loads((single / "pretrain.json").read_text())["recipe"]
+    one, two = load_file(single / "gpt_imdb.safetensors"), load_file(double / "gpt_imdb.safetensors")
+    assert one.keys() == two.keys()
+    for key in one:  # each rank's half batch, gradients averaged: the same steps up to float rounding (and fp16)
+        torch.testing.assert_close(two[key].float(), one[key].float(), rtol=0, atol=2e-3, msg=key)
+    assert sorted(p.name for p in double.iterdir()) == ["gpt_imdb.safetensors", "pretrain.json", "tokenizer.json"]
+    shutil.rmtree(out)
