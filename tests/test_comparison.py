@@ -20,6 +20,10 @@ def test_transfer_rows_reproduce_the_committed_summaries():
     assert ours["GPT fine-tuned, λ = 0.5"]["mean"] == gpt[("gpt_aux", 1000)]
     assert ours["GPT architecture, random init"]["mean"] == gpt[("scratch", 1000)]
     assert {r["dataset"] for r in rows} == {"IMDb", "SST-2 dev"}
+    ulmfit = {(s["variant"], s["n_labels"]): s for s in results.load("ulmfit_imdb")["summary"] if s["max_len"] == 128}
+    imdb_ulmfit = {r["n_labels"]: r for r in rows if r["method"] == "ULMFiT (PTB LM fine-tuned on IMDb)"}
+    assert {n: r["mean"] for n, r in imdb_ulmfit.items()} == {n: s["mean"] for (v, n), s in ulmfit.items() if v == "ulmfit"}
+    assert all(r["dataset"] == "IMDb" and r["n_test"] == 2500 for r in imdb_ulmfit.values())
     assert all(0 < r["mean"] < 1 and (r["se"] is None) == (r["seeds"] == 1) for r in rows)
 
 

@@ -20,6 +20,7 @@ from .leaderboard import PUBLISHED
 
 CHECKPOINTS = {  # shipped checkpoint -> (folder, weights file), where each recipe writes it
     "awd_lstm_ptb": (ulmfit.PRETRAINED_DIR, "awd_lstm_ptb.safetensors"),
+    "ulmfit_imdb": (ulmfit.IMDB_DIR, "ulmfit_imdb.safetensors"),
     **{recipe.NAME: (recipe.CHECKPOINT_DIR, f"{recipe.NAME}.safetensors") for recipe in (elmo, gpt, bert)},
 }
 
@@ -127,6 +128,16 @@ def transfer_rows() -> list[dict]:
         best = max(candidates, key=lambda r: r["accuracy"])
         add("IMDb", family, f"BERT features ({init} weights), best layer: {best['features']}",
             imdb["train_reviews"], best["accuracy"], None, 1, imdb["test_reviews"], "bert_features")
+
+    imdb_ulmfit = results.load("ulmfit_imdb")
+    require_checkpoint("ulmfit_imdb", imdb_ulmfit["checkpoint"]["imdb_sha256"], "ulmfit_imdb")
+    cut = imdb_ulmfit["settings"]["max_len"]
+    for r in imdb_ulmfit["summary"]:
+        if r["variant"] in ("ulmfit", "scratch") and r["max_len"] == cut:
+            family, name = (("ULMFiT", "ULMFiT (PTB LM fine-tuned on IMDb)") if r["variant"] == "ulmfit"
+                            else ("from scratch", "AWD-LSTM classifier, random init"))
+            add("IMDb", family, name, r["n_labels"], r["mean"], r["se"], r["seeds"],
+                imdb_ulmfit["settings"]["test_reviews"], "ulmfit_imdb")
 
     for part, family in (("ulmfit", "ULMFiT"), ("scratch", "from scratch")):
         curve = results.load(f"ulmfit_curve_{part}")

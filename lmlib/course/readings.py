@@ -108,64 +108,72 @@ def attention_reading(maps: AttentionMaps, src_tokens: Sequence[str], out_tokens
     ])
 
 
-def _labels_to_match(rows: Sequence[Mapping], target: float) -> int | None:
-    """The fewest labels with which the ``rows`` (one method, one dataset) reach ``target`` accuracy."""
-    return next((r["n_labels"] for r in sorted(rows, key=lambda r: r["n_labels"]) if r["accuracy"] >= target), None)
+def _spread(entry: Mapping, n_test: int) -> float:
+    """The standard error of a summary entry's mean: over seeds, or, with one seed, the test set's binomial one."""
+    if entry["se"] is not None:
+        return entry["se"]
+    return math.sqrt(entry["mean"] * (1 - entry["mean"]) / n_test)
 
 
-_CURVE_DATASETS = (("rt-polarity", "held-out rt-polarity"), ("sst2", "SST-2 dev"))
+def _summary_table(summary: Sequence[Mapping], max_len: int) -> dict[tuple[str, int], Mapping]:
+    return {(s["variant"], s["n_labels"]): s for s in summary if s["max_len"] == max_len}
 
 
-def _match_line(rows: Sequence[Mapping], dataset: str, name: str, fewest: int) -> str:
-    """How many labels from scratch needs to reach ULMFiT's accuracy with the ``fewest`` on ``dataset``."""
-    scratch_rows = [r for r in rows if r["method"] == "from scratch" and r["dataset"] == dataset]
-    ulm = next(r for r in rows if r["method"] == "ULMFiT" and r["dataset"] == dataset and r["n_labels"] == fewest)
-    needed = _labels_to_match(scratch_rows, ulm["accuracy"])
-    most = max(r["n_labels"] for r in scratch_rows)
-    if needed is None:
-        verdict = f"from scratch never reaches it, not even with all {most:,} labels"
-    elif needed <= fewest:
-        verdict = f"from scratch matches it with the same {needed:,} labels, so pretraining bought nothing here"
+ABLATION_NAMES = {
+    "no_lm_finetuning": "without LM fine-tuning (stage b)", "no_discriminative": "without discriminative rates",
+    "no_stlr": "without STLR (constant rate)", "no_gradual": "without gradual unfreezing",
+    "neither": "without unfreezing or discriminative rates",
+}
+
+
+def ulmfit_imdb_reading(summary: Sequence[Mapping], n_test: int, max_len: int, variant: str = "ulmfit",
+                        name: str = "ULMFiT") -> str:
+    """The IMDb curve read the paper's way (Howard & Ruder 2018, fig. 3): how many labels training from scratch
+    needs to match ``variant`` (called ``name``) with the fewest, and ``variant`` minus scratch at every label
+    count with its standard error (* beyond two). ``summary``: entries with variant, n_labels, max_len, seeds,
+    mean, se."""
+    table = _summary_table(summary, max_len)
+    sizes = sorted(n for v, n in table if v == variant and ("scratch", n) in table)
+    if not sizes:
+        raise ValueError(f"no label count has both {variant!r} and 'scratch' at max_len {max_len}")
+    fewest = sizes[0]
+    ulm = table[variant, fewest]
+    reach = next((n for n in sizes if table["scratch", n]["mean"] >= ulm["mean"]), None)
+    if reach is None:
+        verdict = f"from scratch never reaches it, not even with all {sizes[-1]:,} labels"
+    elif reach <= fewest:
+        verdict = f"from scratch matches it with the same {reach:,} labels, so pretraining bought nothing there"
     else:
-        verdict = f"from scratch needs {needed:,} labels ({needed / fewest:.0f}× as many) to match it"
-    return f"- {name}: ULMFiT with {fewest} labels scores {ulm['accuracy']:.1%}; {verdict}."
+        verdict = f"from scratch first reaches it with {reach:,} labels ({reach / fewest:.0f}x as many)"
+    lines = [f"**Reading the curve: {name}.** With {fewest:,} labelled reviews it scores {ulm['mean']:.1%}; {verdict} "
+             "(Howard & Ruder report 10x on IMDb).", "",
+             f"{name} minus from scratch, in accuracy points ± one standard error of the difference "
+             "(* = beyond two):", ""]
+    cells, ahead = [], 0
+    for n in sizes:
+        a, b = table[variant, n], table["scratch", n]
+        gap, se = a["mean"] - b["mean"], math.hypot(_spread(a, n_test), _spread(b, n_test))
+        ahead += gap >= -2 * se
+        seeds = min(a["seeds"], b["seeds"])
+        cells.append(f"{n:,}: {100 * gap:+.1f} ± {100 * se:.1f}{'*' if abs(gap) > 2 * se else ''}"
+                     f"{' (one seed)' if seeds == 1 else ''}")
+    lines += ["- " + "; ".join(cells) + ".", "",
+              f"{name} is at least level with training from scratch (not behind by more than two standard errors) at "
+              f"{ahead} of {len(sizes)} label counts."]
+    return "\n".join(lines)
 
 
-def _gap_line(ulmfit: Sequence[Mapping], scratch: Mapping, dataset: str, name: str) -> str:
-    """ULMFiT minus from scratch at each label count, * where the gap exceeds two standard errors."""
-    cells = []
-    for r in sorted((r for r in ulmfit if r["dataset"] == dataset), key=lambda r: r["n_labels"]):
-        gap = r["accuracy"] - scratch[dataset, r["n_labels"]]
-        cells.append(f"{r['n_labels']:,}: {100 * gap:+.1f}{'*' if abs(gap) > 2 * math.sqrt(0.5 / r['n_test']) else ''}")
-    return f"- {name}: " + ", ".join(cells)
-
-
-def ulmfit_curve_reading(rows: Sequence[Mapping], pretrained: Mapping, unigram_test_ppl: float) -> str:
-    """The labelled-examples curve of notebook 07 read the paper's way (Howard & Ruder 2018, fig. 3): how many
-    labels training from scratch needs to match ULMFiT with the fewest, the gap at every label count (marked
-    where it exceeds two standard errors), and what the result rests on. ``rows`` are the committed curve's
-    results (method, dataset, n_labels, accuracy, n_test), ``pretrained`` its record of the LM checkpoint."""
-    scratch = {(r["dataset"], r["n_labels"]): r["accuracy"] for r in rows if r["method"] == "from scratch"}
-    ulmfit = [r for r in rows if r["method"] == "ULMFiT"]
-    fewest = min(r["n_labels"] for r in ulmfit)
-    lines = ["**Reading the curve.** Howard & Ruder (2018, fig. 3) report that ULMFiT with 100 labelled examples "
-             "matches training from scratch with 10 to 20 times more. In these runs:", ""]
-    lines += [_match_line(rows, dataset, name, fewest) for dataset, name in _CURVE_DATASETS]
-    lines += ["", "Label count by label count (ULMFiT minus from scratch, in accuracy points; * = more than two "
-              "standard errors):", ""]
-    lines += [_gap_line(ulmfit, scratch, dataset, name) for dataset, name in _CURVE_DATASETS]
-    everything = max(r["n_labels"] for r in ulmfit)
-    # "clearly behind": by more than two standard errors of the smaller test set, SST-2 dev's 872 sentences
-    behind = [d for d, _ in _CURVE_DATASETS if scratch[d, everything] - next(
-        r["accuracy"] for r in ulmfit if r["dataset"] == d and r["n_labels"] == everything) > 2 * math.sqrt(0.5 / 872)]
-    if behind:
-        lines += ["", f"With all {everything:,} labels ULMFiT ends clearly behind. One likely reason, not tested here: "
-                  "in five epochs gradual unfreezing trains the lowest groups (among them the 4,000 new word vectors) "
-                  "for one or two epochs at rates divided by 2.6 per layer, while the from-scratch model trains every "
-                  "layer at the full rate for all five."]
-    lines += ["", f"All of this rests on a small LM (PTB test perplexity {pretrained['test_ppl']:.0f} after "
-              f"{pretrained['steps']:,} steps; the unigram model above scores {unigram_test_ppl:.0f}) pretrained on "
-              "0.9 M tokens of newswire, where the paper used 103 M tokens of Wikipedia; and on one seed, so "
-              "differences within about two standard errors (printed above) are noise. The recipe protects what "
-              "pretraining learned; it cannot create it."]
+def ulmfit_ablation_imdb_reading(summary: Sequence[Mapping], n_test: int, max_len: int) -> str:
+    """Each ablation against full ULMFiT at the label counts both were run with, in points ± one standard error
+    of the difference (* beyond two), as in Howard & Ruder's tables 6 and 7."""
+    table = _summary_table(summary, max_len)
+    lines = ["**Ablations** (variant minus full ULMFiT, accuracy points ± one standard error; * = beyond two):", ""]
+    for variant, name in ABLATION_NAMES.items():
+        cells = []
+        for n in sorted(n for v, n in table if v == variant and ("ulmfit", n) in table):
+            a, b = table[variant, n], table["ulmfit", n]
+            gap, se = a["mean"] - b["mean"], math.hypot(_spread(a, n_test), _spread(b, n_test))
+            cells.append(f"{n:,} labels {100 * gap:+.1f} ± {100 * se:.1f}{'*' if abs(gap) > 2 * se else ''}")
+        if cells:
+            lines.append(f"- {name}: " + "; ".join(cells))
     return "\n".join(lines)

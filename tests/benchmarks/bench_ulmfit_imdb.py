@@ -1,0 +1,177 @@
+"""ULMFiT on IMDb (Howard & Ruder 2018, fig. 3 and tables 6-7 at this scale): accuracy against the number of
+labelled reviews, for ULMFiT and for the same classifier trained from scratch, and the paper's ablations.
+
+Stage (a) is the shipped PTB AWD-LSTM (lmlib/pretrained/), stage (b) the same LM fine-tuned on IMDb's unlabelled
+and training reviews (lmlib/pretrained/ulmfit_imdb/, ``python -m lmlib.recipes.ulmfit finetune-imdb``). Stage (c)
+trains the classifier on a balanced sample of 100 / 500 / 1,000 / 5,000 training reviews or on all 25,000, and
+tests it on one fixed balanced sample of 2,500 test reviews (one standard error of an accuracy is at most 1 point).
+
+Every review is cut to ``max_len`` = 128 tokens by :func:`lmlib.recipes.ulmfit.head_and_tail` (its first and last
+64; the median training review has 205 tokens, 85% have more than 128), and each unfreezing stage (epoch) runs at least 10 and at most 160 steps of
+32 reviews, so 5,000 and 25,000 labels both get 800 steps (all 25,000 labels are then seen once). The ``ulmfit``
+variant at 1,000 labels is also run with 256 and 512 tokens to show what the cut costs.
+
+Variants (one change each from ``ulmfit``, the paper's recipe):
+
+* ``ulmfit``: the stage (b) LM; gradual unfreezing, discriminative rates (η/2.6 per group down), STLR;
+* ``scratch``: the same architecture and vocabulary, random init, one rate, no unfreezing, STLR;
+* ``no_lm_finetuning``: the PTB LM (vocabulary extended the same way) without stage (b);
+* ``no_discriminative``: one rate for every group;
+* ``no_stlr``: a constant rate η_top instead of STLR;
+* ``no_gradual``: every group trains from the first step;
+* ``neither``: one rate and no unfreezing (what fixed notebook 07's rt-polarity run, results/ulmfit_ablation.json);
+* ``neither_no_lm_finetuning``: ``neither`` from the PTB LM, without stage (b).
+
+    nice -n 10 .venv/bin/python tests/benchmarks/bench_ulmfit_imdb.py --variant scratch --seeds 0 1 2 --out PART.json
+    .venv/bin/python tests/benchmarks/bench_ulmfit_imdb.py --merge PART1.json PART2.json ...
+
+writes tests/benchmarks/results/ulmfit_imdb.json (rows, and per variant and label count the mean ± standard error
+over seeds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+
+import torch
+from machine import load, machine
+from result_file import write_result
+
+from lmlib.data import load_imdb
+from lmlib.models.awd_lstm import AWDLSTMLanguageModel
+from lmlib.models.ulmfit import ULMFiTClassifier
+from lmlib.recipes import ulmfit as U
+from lmlib.runtime import seed_everything
+
+RESULTS = Path(__file__).resolve().parent / "results" / "ulmfit_imdb.json"
+SETTINGS = dict(sizes=[100, 500, 1000, 5000, 25000], test_reviews=2500, test_seed=0, max_len=128, epochs=5,
+                eta_top=0.01, batch_size=32, min_steps_per_epoch=10, max_steps_per_epoch=160,
+                head=dict(p1=0.25, p2=0.1))
+VARIANTS = {  # name: (initial weights, gradual unfreezing, discriminative factor, schedule)
+    "ulmfit": ("imdb", True, 2.6, "stlr"),
+    "scratch": ("random", False, 1.0, "stlr"),
+    "no_lm_finetuning": ("ptb", True, 2.6, "stlr"),
+    "no_discriminative": ("imdb", True, 1.0, "stlr"),
+    "no_stlr": ("imdb", True, 2.6, "constant"),
+    "no_gradual": ("imdb", False, 2.6, "stlr"),
+    "neither": ("imdb", False, 1.0, "stlr"),
+    "neither_no_lm_finetuning": ("ptb", False, 1.0, "stlr"),
+}
+
+
+def labelled_data():
+    """All 25,000 training reviews and the fixed test sample, tokenized."""
+    train = load_imdb("train")
+    test = load_imdb("test")
+    test_texts, test_labels = U.sample_balanced(test.texts, test.labels, SETTINGS["test_reviews"], SETTINGS["test_seed"])
+    return ([U.review_tokens(t) for t in train.texts], list(train.labels),
+            [U.review_tokens(t) for t in test_texts], test_labels)
+
+
+def starting_lm(init: str):
+    """The LM whose encoder the classifier starts from, with its vocabulary (the same words for every init)."""
+    if init == "imdb":
+        return U.load_pretrained(U.IMDB_DIR, **U.IMDB_RECIPE["dropouts"])
+    lm_texts, _ = U.imdb_lm_texts()
+    return U.imdb_vocab_and_lm(lm_texts, pretrained=init == "ptb")
+
+
+def encode(vocab, texts, max_len):
+    return [U.head_and_tail(ids, max_len) for ids in U.encode_texts(vocab, texts)]
+
+
+def run(variant: str, seeds: list[int], sizes: list[int], max_len: int, out: Path) -> None:
+    init, gradual, factor, schedule = VARIANTS[variant]
+    torch.set_num_threads(1)
+    train_texts, train_labels, test_texts, test_labels = labelled_data()
+    lm, vocab = starting_lm(init)
+    imdb = json.loads((U.IMDB_DIR / "pretrain.json").read_text()) if (U.IMDB_DIR / "pretrain.json").is_file() else None
+    result = {"what": __doc__.split("\n")[0], "settings": {**SETTINGS, "max_len": max_len}, "variant": variant,
+              "vocab_size": len(vocab), "vocab_words_sha": hash_words(vocab.itos),
+              "checkpoint": {"imdb_sha256": imdb and imdb["sha256"]["ulmfit_imdb.safetensors"]} if init == "imdb" else None,
+              "machine": machine(), "load_before": load(), "threads": torch.get_num_threads(), "rows": []}
+    train_ids, test_ids = encode(vocab, train_texts, max_len), encode(vocab, test_texts, max_len)
+    for seed in seeds:
+        for size in sizes:
+            seed_everything(seed)
+            idx, labels = U.sample_balanced(list(range(len(train_ids))), train_labels, size, seed)
+            fresh = AWDLSTMLanguageModel(lm.config)
+            if init != "random":
+                fresh.encoder.load_state_dict(lm.encoder.state_dict())
+            model = ULMFiTClassifier(fresh.encoder, 2, **SETTINGS["head"])
+            start = time.perf_counter()
+            trainer = U.train_classifier(
+                model, [train_ids[i] for i in idx], labels, SETTINGS["epochs"], SETTINGS["eta_top"], gradual=gradual,
+                factor=factor, batch_size=SETTINGS["batch_size"], max_len=max_len,
+                min_steps_per_epoch=SETTINGS["min_steps_per_epoch"], max_steps_per_epoch=SETTINGS["max_steps_per_epoch"],
+                schedule=schedule, seed=seed)
+            seconds = time.perf_counter() - start
+            acc = U.accuracy(model, test_ids, test_labels, max_len=max_len)
+            row = {"variant": variant, "seed": seed, "n_labels": size, "max_len": max_len, "accuracy": acc,
+                   "n_test": len(test_labels), "steps": trainer.step,
+                   "examples_seen": trainer.step * SETTINGS["batch_size"], "train_seconds": round(seconds, 1)}
+            result["rows"].append(row)
+            print(json.dumps(row), flush=True)
+            result["load_after"] = load()
+            write_result(out, result)
+
+
+def hash_words(words) -> str:
+    import hashlib
+    return hashlib.sha256("\n".join(words).encode()).hexdigest()
+
+
+def summarize(rows: list[dict]) -> list[dict]:
+    """Mean and standard error over seeds per (variant, labels, max_len); the se is None for one seed."""
+    groups: dict[tuple, list[float]] = {}
+    for r in rows:
+        groups.setdefault((r["variant"], r["n_labels"], r["max_len"]), []).append(r["accuracy"])
+    out = []
+    for (variant, n, max_len), accs in groups.items():
+        mean = sum(accs) / len(accs)
+        se = (math.sqrt(sum((a - mean) ** 2 for a in accs) / (len(accs) - 1) / len(accs)) if len(accs) > 1 else None)
+        out.append({"variant": variant, "n_labels": n, "max_len": max_len, "seeds": len(accs), "mean": mean, "se": se})
+    return sorted(out, key=lambda s: (list(VARIANTS).index(s["variant"]), s["max_len"], s["n_labels"]))
+
+
+def merge(paths: list[Path]) -> None:
+    parts = [json.loads(p.read_text()) for p in paths]
+    if len({p["vocab_words_sha"] for p in parts}) != 1:
+        raise ValueError("the parts were run with different vocabularies; rerun them from one checkpoint")
+    shas = {p["checkpoint"]["imdb_sha256"] for p in parts if p["checkpoint"]}
+    if len(shas) > 1:
+        raise ValueError("the parts used different stage (b) checkpoints; rerun the stale ones")
+    rows = {(r["variant"], r["seed"], r["n_labels"], r["max_len"]): r for p in parts for r in p["rows"]}
+    rows = [rows[k] for k in sorted(rows, key=lambda k: (list(VARIANTS).index(k[0]), k[3], k[2], k[1]))]
+    result = {"what": parts[0]["what"], "settings": SETTINGS, "variants": {
+                  k: dict(zip(("init", "gradual", "factor", "schedule"), v)) for k, v in VARIANTS.items()},
+              "checkpoint": {"imdb_sha256": shas.pop() if shas else None}, "vocab_size": parts[0]["vocab_size"],
+              "summary": summarize(rows), "rows": rows,
+              "parts": [{k: v for k, v in p.items() if k not in ("rows", "what")} for p in parts]}
+    write_result(RESULTS, result)
+    print(f"wrote {RESULTS}: {len(rows)} rows")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--variant", choices=list(VARIANTS))
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--sizes", nargs="+", type=int, default=SETTINGS["sizes"])
+    parser.add_argument("--max-len", type=int, default=SETTINGS["max_len"])
+    parser.add_argument("--out", type=Path, help="this part's file")
+    parser.add_argument("--merge", nargs="+", type=Path, help="part files to merge into the results file")
+    args = parser.parse_args()
+    if args.merge:
+        merge(args.merge)
+    elif args.variant and args.out:
+        run(args.variant, args.seeds, args.sizes, args.max_len, args.out)
+    else:
+        parser.error("give --variant and --out to run, or --merge PARTS")
+
+
+if __name__ == "__main__":
+    main()
