@@ -6,10 +6,12 @@ use it without pointing upward.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
 import torch
@@ -45,3 +47,21 @@ def eval_mode(model: torch.nn.Module) -> Iterator[torch.nn.Module]:
         yield model
     finally:
         model.train(was_training)
+
+
+def map_tensors(batch: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+    """``batch`` with ``fn`` applied to every tensor in it, also inside tuples, named tuples, lists, dicts and
+    dataclasses; anything else is returned as it is. Moving a batch to a device and cutting a rank's share of it
+    (:mod:`lmlib.training.distributed`) are both this walk."""
+    if isinstance(batch, torch.Tensor):
+        return fn(batch)
+    if dataclasses.is_dataclass(batch) and not isinstance(batch, type):
+        return dataclasses.replace(batch, **{f.name: map_tensors(getattr(batch, f.name), fn)
+                                             for f in dataclasses.fields(batch) if f.init})
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):
+        return type(batch)(*(map_tensors(b, fn) for b in batch))
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(map_tensors(b, fn) for b in batch)
+    if isinstance(batch, dict):
+        return {k: map_tensors(v, fn) for k, v in batch.items()}
+    return batch

@@ -35,6 +35,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from ..runtime import map_tensors
+
 TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
 DEFAULT_TIMEOUT = datetime.timedelta(minutes=5)
 _timeout: datetime.timedelta | None = None  # the one init_distributed was given, quoted in error messages
@@ -111,21 +113,6 @@ def is_main_process() -> bool:
 
 
 # -- splitting the data ------------------------------------------------------------------------------------
-def _map_tensors(batch: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
-    if isinstance(batch, torch.Tensor):
-        return fn(batch)
-    if isinstance(batch, tuple) and hasattr(batch, "_fields"):
-        return type(batch)(*(_map_tensors(b, fn) for b in batch))
-    if isinstance(batch, (list, tuple)):
-        return type(batch)(_map_tensors(b, fn) for b in batch)
-    if isinstance(batch, dict):
-        return {k: _map_tensors(v, fn) for k, v in batch.items()}
-    if dataclasses.is_dataclass(batch) and not isinstance(batch, type):
-        return dataclasses.replace(batch, **{f.name: _map_tensors(getattr(batch, f.name), fn)
-                                             for f in dataclasses.fields(batch) if f.init})
-    return batch
-
-
 def _tensors(batch: Any) -> Iterator[torch.Tensor]:
     if isinstance(batch, torch.Tensor):
         yield batch
@@ -169,7 +156,7 @@ def shard(batch: Any, rank: int | None = None, world_size: int | None = None) ->
                          f"batch size a multiple of the world size {n} (e.g. {near}), so that every rank gets the "
                          f"same number of rows")
     k = size // n
-    return _map_tensors(batch, lambda t: t[r * k: (r + 1) * k] if t.dim() > 0 else t)
+    return map_tensors(batch, lambda t: t[r * k: (r + 1) * k] if t.dim() > 0 else t)
 
 
 def shard_batches(data: Any, rank: int | None = None, world_size: int | None = None) -> Any:

@@ -25,7 +25,6 @@ a stateful loss's carried state (e.g. an RNN's hidden state) restored instead of
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import math
 import time
@@ -37,7 +36,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..runtime import eval_mode, pick_device
+from ..runtime import eval_mode, map_tensors, pick_device
 from .distributed import (
     all_reduce_sum,
     any_rank,
@@ -82,18 +81,7 @@ def _as_result(out: Any) -> BatchResult:
 def to_device(batch: Any, device: torch.device) -> Any:
     """``batch`` with every tensor in it (also inside tuples, named tuples, lists, dicts and dataclasses) moved to
     ``device``."""
-    if isinstance(batch, torch.Tensor):
-        return batch.to(device)
-    if dataclasses.is_dataclass(batch) and not isinstance(batch, type):
-        return dataclasses.replace(batch, **{f.name: to_device(getattr(batch, f.name), device)
-                                             for f in dataclasses.fields(batch) if f.init})
-    if isinstance(batch, tuple) and hasattr(batch, "_fields"):
-        return type(batch)(*(to_device(b, device) for b in batch))
-    if isinstance(batch, (list, tuple)):
-        return type(batch)(to_device(b, device) for b in batch)
-    if isinstance(batch, dict):
-        return {k: to_device(v, device) for k, v in batch.items()}
-    return batch
+    return map_tensors(batch, lambda t: t.to(device))
 
 
 def _reset_state(loss_fn: Callable) -> None:
