@@ -95,7 +95,7 @@ def pretrain_main(args: argparse.Namespace) -> int:
     from .training.distributed import close_distributed, init_distributed, is_main_process
 
     module = importlib.import_module(PRETRAIN_MODELS[args.model][0])
-    name = getattr(module, "NAME", "awd_lstm_ptb")
+    name = module.NAME
     out = args.out if args.out is not None else DEFAULT_OUT / name
     try:
         if out.resolve() in _shipped_dirs():

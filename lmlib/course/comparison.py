@@ -19,9 +19,8 @@ from . import results
 from .leaderboard import PUBLISHED
 
 CHECKPOINTS = {  # shipped checkpoint -> (folder, weights file), where each recipe writes it
-    "awd_lstm_ptb": (ulmfit.PRETRAINED_DIR, "awd_lstm_ptb.safetensors"),
+    **{recipe.NAME: (recipe.CHECKPOINT_DIR, f"{recipe.NAME}.safetensors") for recipe in (ulmfit, elmo, gpt, bert)},
     "ulmfit_imdb": (ulmfit.IMDB_DIR, "ulmfit_imdb.safetensors"),
-    **{recipe.NAME: (recipe.CHECKPOINT_DIR, f"{recipe.NAME}.safetensors") for recipe in (elmo, gpt, bert)},
 }
 
 

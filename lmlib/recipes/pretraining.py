@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 
+from ..runtime import pick_device
 from ..training.distributed import is_distributed, is_main_process, shard_batches, world_size
 from ..training.trainer import Callback, Trainer
 from .shipping import REPORT
@@ -183,9 +184,7 @@ class PretrainRun:
 
     def annotate(self, report: dict) -> dict:
         """``report`` plus how the run differed from the recorded single-process float32 CPU run, if it did."""
-        device = torch.device(self.options.device if self.options.device != "auto"
-                              else "cuda" if torch.cuda.is_available() else "cpu")
-        run = {"device": device.type, "bf16": self.options.bf16, "world_size": world_size()}
+        run = {"device": pick_device(self.options.device).type, "bf16": self.options.bf16, "world_size": world_size()}
         return report if run == {"device": "cpu", "bf16": False, "world_size": 1} else {**report, "run": run}
 
     def finish(self) -> None:

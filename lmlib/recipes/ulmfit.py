@@ -39,6 +39,9 @@ from ..training.schedules import STLR, discriminative_param_groups
 from ..training.trainer import Trainer, evaluate
 
 PRETRAINED_DIR = Path(__file__).resolve().parents[1] / "pretrained"
+# stage (a)'s checkpoint: its weights file's stem and folder (the other recipes' NAME and CHECKPOINT_DIR)
+NAME = "awd_lstm_ptb"
+CHECKPOINT_DIR = PRETRAINED_DIR
 
 # The checkpoint shipped in lmlib/pretrained/ (written by `python -m lmlib.recipes.ulmfit pretrain`).
 PRETRAIN_CONFIG = dict(embed_size=200, hidden_size=256, num_layers=3,
@@ -79,7 +82,7 @@ def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full"
     from .pretraining import PretrainRun, plan
 
     recipe, model_config, _ = plan(preset, steps, PRETRAIN_RECIPE, PRETRAIN_CONFIG, PRETRAIN_TEACH)
-    job = PretrainRun("awd_lstm_ptb", out_dir, {"recipe": recipe, "config": model_config}, run)
+    job = PretrainRun(NAME, out_dir, {"recipe": recipe, "config": model_config}, run)
     seed_everything(recipe["seed"])
     out_dir = Path(out_dir)
     vocab = ptb_vocab()
@@ -113,7 +116,7 @@ def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full"
 
 
 def save_pretrained(model: AWDLSTMLanguageModel, vocab: Vocab, out_dir: str | Path, report: dict,
-                    stem: str = "awd_lstm_ptb") -> dict:
+                    stem: str = NAME) -> dict:
     """Write ``<stem>.safetensors`` (fp16, tied weight once), ``vocab.json`` and ``pretrain.json``
     (``report`` plus both files' sha256) to ``out_dir``."""
     from safetensors.torch import save_file
@@ -170,12 +173,14 @@ def tokenize(text: str) -> list[str]:
 
 
 def finetune_lm(model: AWDLSTMLanguageModel, ids: torch.Tensor, epochs: int = 1, eta_max: float = 4e-3,
-                batch_size: int = 32, bptt: int = 70, max_steps: int | None = None, callbacks=()) -> Trainer:
-    """Stage (b): fine-tune the LM on the target text ``ids`` with discriminative rates and STLR."""
+                batch_size: int = 32, bptt: int = 70, max_steps: int | None = None, callbacks=(),
+                factor: float = 2.6) -> Trainer:
+    """Stage (b): fine-tune the LM on the target text ``ids`` with discriminative rates (η/``factor`` per
+    layer group down) and STLR."""
     windows = list(bptt_batches(batchify(ids, batch_size), bptt))
     if max_steps is not None:
         windows = windows[:max_steps]
-    opt = torch.optim.Adam(discriminative_param_groups(model.layer_groups(), eta_max), betas=(0.8, 0.99))
+    opt = torch.optim.Adam(discriminative_param_groups(model.layer_groups(), eta_max, factor), betas=(0.8, 0.99))
     trainer = Trainer(model, opt, StatefulLMLoss(),
                       [STLR(epochs * len(windows)), GradientClipping(0.5), *callbacks], device="cpu")
     trainer.fit(windows, epochs=epochs)
@@ -211,8 +216,10 @@ def review_tokens(text: str) -> list[str]:
     return out
 
 
-def _unsup_order(seed: int) -> list[int]:
-    return torch.randperm(50_000, generator=torch.Generator().manual_seed(seed)).tolist()
+def _split_unsup(unsup: Sequence[str], held_out_reviews: int, seed: int) -> tuple[list[str], list[str]]:
+    """``(held out, the rest)`` of the unlabelled reviews: the first ``held_out_reviews`` of a seeded shuffle."""
+    order = torch.randperm(len(unsup), generator=torch.Generator().manual_seed(seed)).tolist()
+    return [unsup[i] for i in order[:held_out_reviews]], [unsup[i] for i in order[held_out_reviews:]]
 
 
 def imdb_held_out(held_out_reviews: int = IMDB_RECIPE["held_out_reviews"], seed: int = IMDB_RECIPE["seed"]) -> list[list[str]]:
@@ -220,8 +227,8 @@ def imdb_held_out(held_out_reviews: int = IMDB_RECIPE["held_out_reviews"], seed:
     as token lists: where its perplexity is measured."""
     from ..data import load_imdb
 
-    unsup = load_imdb("unsup").texts
-    return [review_tokens(unsup[i]) for i in _unsup_order(seed)[:held_out_reviews]]
+    held_out, _ = _split_unsup(load_imdb("unsup").texts, held_out_reviews, seed)
+    return [review_tokens(text) for text in held_out]
 
 
 def imdb_lm_texts(held_out_reviews: int = IMDB_RECIPE["held_out_reviews"], seed: int = IMDB_RECIPE["seed"]):
@@ -233,9 +240,10 @@ def imdb_lm_texts(held_out_reviews: int = IMDB_RECIPE["held_out_reviews"], seed:
     unsup, train = load_imdb("unsup").texts, load_imdb("train").texts
     if len(unsup) != 50_000:
         raise ValueError(f"expected IMDb's 50,000 unlabelled reviews, found {len(unsup):,}: is the data mirror complete?")
-    rest = [unsup[i] for i in _unsup_order(seed)[held_out_reviews:]] + list(train)
+    held_out, rest = _split_unsup(unsup, held_out_reviews, seed)
+    rest += train
     order = torch.randperm(len(rest), generator=torch.Generator().manual_seed(seed + 1)).tolist()
-    return [review_tokens(rest[i]) for i in order], imdb_held_out(held_out_reviews, seed)
+    return [review_tokens(rest[i]) for i in order], [review_tokens(text) for text in held_out]
 
 
 def review_stream(vocab: Vocab, texts: Sequence[Sequence[str]]) -> torch.Tensor:
@@ -279,7 +287,8 @@ def finetune_imdb(out_dir: str | Path, steps: int | None = None, print_every: in
     seed_everything(recipe["seed"])
     start = time.perf_counter()
     trainer = finetune_lm(lm, train_ids, eta_max=recipe["eta_max"], batch_size=recipe["batch_size"],
-                          bptt=recipe["bptt"], max_steps=recipe["steps"], callbacks=[PrintEvery(print_every)])
+                          bptt=recipe["bptt"], max_steps=recipe["steps"], callbacks=[PrintEvery(print_every)],
+                          factor=recipe["factor"])
     train_seconds = time.perf_counter() - start
     after = {"imdb_held_out_ppl": evaluate_lm(lm, held_ids), "ptb_test_ppl": evaluate_lm(lm, ptb_test)}
     held_unk = (held_ids == vocab.unk_id).float().mean().item()
@@ -420,14 +429,12 @@ def sample_balanced(texts: Sequence, labels: Sequence[int], n: int, seed: int = 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m lmlib.recipes.ulmfit")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("pretrain", help="stage (a): pretrain the AWD-LSTM LM on PTB (seeded)")
-    p.add_argument("--out", required=True)
-    p.add_argument("--steps", type=int, default=None)
-    p.add_argument("--threads", type=int, default=1)
-    p = sub.add_parser("finetune-imdb", help="stage (b): fine-tune the PTB LM on IMDb's unlabelled reviews (seeded)")
-    p.add_argument("--out", required=True)
-    p.add_argument("--steps", type=int, default=None)
-    p.add_argument("--threads", type=int, default=1)
+    for command, help_text in (("pretrain", "stage (a): pretrain the AWD-LSTM LM on PTB (seeded)"),
+                               ("finetune-imdb", "stage (b): fine-tune the PTB LM on IMDb's unlabelled reviews (seeded)")):
+        p = sub.add_parser(command, help=help_text)
+        p.add_argument("--out", required=True)
+        p.add_argument("--steps", type=int, default=None)
+        p.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     if args.command == "pretrain":

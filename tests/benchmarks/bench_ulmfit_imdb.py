@@ -33,12 +33,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import time
 from pathlib import Path
 
 import torch
 from machine import load, machine
+from over_seeds import summarise
 from result_file import write_result
 
 from lmlib.data import load_imdb
@@ -126,16 +126,10 @@ def hash_words(words) -> str:
 
 
 def summarize(rows: list[dict]) -> list[dict]:
-    """Mean and standard error over seeds per (variant, labels, max_len); the se is None for one seed."""
-    groups: dict[tuple, list[float]] = {}
-    for r in rows:
-        groups.setdefault((r["variant"], r["n_labels"], r["max_len"]), []).append(r["accuracy"])
-    out = []
-    for (variant, n, max_len), accs in groups.items():
-        mean = sum(accs) / len(accs)
-        se = (math.sqrt(sum((a - mean) ** 2 for a in accs) / (len(accs) - 1) / len(accs)) if len(accs) > 1 else None)
-        out.append({"variant": variant, "n_labels": n, "max_len": max_len, "seeds": len(accs), "mean": mean, "se": se})
-    return sorted(out, key=lambda s: (list(VARIANTS).index(s["variant"]), s["max_len"], s["n_labels"]))
+    """Mean and standard error over seeds per (variant, labels, max_len) (over_seeds.summarise; the se is None for
+    one seed), in the order of VARIANTS."""
+    return sorted(summarise(rows, ("variant", "n_labels", "max_len")),
+                  key=lambda s: (list(VARIANTS).index(s["variant"]), s["max_len"], s["n_labels"]))
 
 
 def merge(paths: list[Path]) -> None:
