@@ -184,23 +184,54 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_two_processes_under_torchrun_train_the_same_gpt_as_one(runs, tmp_path):
-    out = tmp_path / "ddp"
+def torchrun(out: Path, *extra: str) -> subprocess.CompletedProcess:
+    """``python -m lmlib pretrain gpt`` (teach, ``STEPS`` steps) in two processes under torchrun."""
     env = {k: v for k, v in os.environ.items() if k not in distributed.TORCHRUN_VARIABLES}
     env.update(PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_addr=127.0.0.1",
            f"--master_port={free_port()}", "-m", "lmlib", "pretrain", "gpt", "--preset", "teach", "--device", "cpu",
-           "--steps", str(STEPS), "--checkpoint-every", str(EVERY), "--out", str(out)]
-    run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+           "--steps", str(STEPS), "--checkpoint-every", str(EVERY), "--out", str(out), *extra]
+    run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, cwd=out.parent)
     assert run.returncode == 0, f"torchrun failed:\n{run.stdout}\n{run.stderr[-4000:]}"
+    return run
+
+
+def assert_same_gpt_weights(one: Path, two: Path) -> None:
+    """Each rank's half batch with gradients averaged takes the same steps as one process with the whole batch, up
+    to float rounding (and the fp16 of the file)."""
+    a, b = load_file(one / "gpt_imdb.safetensors"), load_file(two / "gpt_imdb.safetensors")
+    assert a.keys() == b.keys()
+    for key in a:
+        torch.testing.assert_close(b[key].float(), a[key].float(), rtol=0, atol=2e-3, msg=key)
+
+
+def test_two_processes_under_torchrun_train_the_same_gpt_as_one(runs, tmp_path):
+    out = tmp_path / "ddp"
+    run = torchrun(out)
     assert run.stdout.count(f"wrote {out}") == 1  # rank 0 alone wrote and reported
     single, double = runs["gpt"][0], out
     report = json.loads((double / "pretrain.json").read_text())
     assert report["run"] == {"device": "cpu", "bf16": False, "world_size": 2}
     assert report["recipe"] == json.loads((single / "pretrain.json").read_text())["recipe"]
-    one, two = load_file(single / "gpt_imdb.safetensors"), load_file(double / "gpt_imdb.safetensors")
-    assert one.keys() == two.keys()
-    for key in one:  # each rank's half batch, gradients averaged: the same steps up to float rounding (and fp16)
-        torch.testing.assert_close(two[key].float(), one[key].float(), rtol=0, atol=2e-3, msg=key)
+    assert_same_gpt_weights(single, double)
     assert sorted(p.name for p in double.iterdir()) == ["gpt_imdb.safetensors", "pretrain.json", "tokenizer.json"]
     shutil.rmtree(out)
+
+
+def test_a_run_stopped_under_torchrun_finishes_in_one_process_and_the_other_way_round(runs, tmp_path, capsys):
+    steps = ("--steps", str(STEPS), "--checkpoint-every", str(EVERY))
+    two_then_one, one_then_two = tmp_path / "two_then_one", tmp_path / "one_then_two"
+
+    torchrun(two_then_one, "--stop-after", str(CRASH))
+    assert torch.load(two_then_one / RESUME, weights_only=True)["world_sizes"] == [2]
+    assert pretrain("gpt", two_then_one, *steps, "--resume") == 0
+    assert "written by 2 process(es), continued by 1" in capsys.readouterr().out
+
+    assert pretrain("gpt", one_then_two, *steps, "--stop-after", str(CRASH)) == 0
+    run = torchrun(one_then_two, "--resume")
+    assert run.stdout.count("written by 1 process(es), continued by 2") == 1  # said once, by rank 0
+
+    for out, sizes in ((two_then_one, [2, 1]), (one_then_two, [1, 2])):
+        assert_same_gpt_weights(runs["gpt"][0], out)
+        assert json.loads((out / "pretrain.json").read_text())["run"]["world_sizes"] == sizes
+        assert not (out / RESUME).exists()

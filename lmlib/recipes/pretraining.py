@@ -16,7 +16,9 @@ function states *what* is computed (data, model, optimizer, schedule), a :class:
   run's bit for bit. The file is deleted once ``pretrain.json`` is written.
 * **several processes**: under ``torchrun`` (after :func:`~lmlib.training.distributed.init_distributed`) each global
   batch is split between the ranks with :func:`~lmlib.training.distributed.shard_batches` and the Trainer runs DDP;
-  rank 0 alone writes files.
+  rank 0 alone writes files. A run may be resumed with another number of processes (written under torchrun,
+  finished in one process, or the other way round): the global batches are the same, so it follows the same
+  steps up to float rounding, not bit for bit; ``pretrain.json`` then lists the process counts in ``run``.
 * **bf16**: ``torch.autocast(device, torch.bfloat16)`` around the forward pass and the loss.
 """
 
@@ -97,7 +99,7 @@ class _RunControl(Callback):
     def on_batch_end(self, trainer: Trainer, loss: float) -> None:
         every, stop = self.run.options.checkpoint_every, self.run.options.stop_after
         if every is not None and trainer.step % every == 0:
-            trainer.save_checkpoint(self.run.resume_path, {"run": self.run.meta})  # rank 0 alone writes
+            trainer.save_checkpoint(self.run.resume_path, {"run": self.run.meta, "world_sizes": self.run.world_sizes})
         if stop is not None and trainer.step >= stop:
             raise StopRequested(f"stopped after step {trainer.step} as asked (--stop-after {stop})")
 
@@ -112,6 +114,7 @@ class PretrainRun:
         self.options = options or RunOptions()
         self.meta = _jsonable({"model": name, **meta, "bf16": self.options.bf16, "world_size": world_size()})
         self.resume_path = self.out_dir / RESUME
+        self.world_sizes = [world_size()]  # one entry per stretch of the run; more than one after a resume elsewhere
         self._check_out_dir()
 
     # -- the folder ------------------------------------------------------------------------------------------
@@ -148,7 +151,8 @@ class PretrainRun:
             if recorded.get("model") != self.name:
                 raise PretrainError(f"{self.resume_path} is an unfinished run of another model "
                                     f"({recorded.get('model', 'unknown')}), not {self.name}: choose another --out folder")
-            wrong = self._differences(recorded, [k for k in self.meta if k != "model"])
+            # the number of processes may change: the global batches, hence the steps, stay the same
+            wrong = self._differences(recorded, [k for k in self.meta if k not in ("model", "world_size")])
             if wrong:
                 raise PretrainError(f"{self.resume_path} is an unfinished {self.name} run with another config "
                                     f"({'; '.join(wrong)}): resume it with the same options, or delete it to start "
@@ -171,9 +175,16 @@ class PretrainRun:
         under torchrun, with the periodic checkpoint; after loading ``resume.pt`` when resuming."""
         trainer.callbacks.append(_RunControl(self))
         if self.options.resume:
+            saved = torch.load(self.resume_path, map_location="cpu", weights_only=True)
+            earlier = saved.get("world_sizes", [saved["run"]["world_size"]])
             trainer.load_checkpoint(self.resume_path)  # also restores every global random generator
+            changed = earlier[-1] != world_size()
+            self.world_sizes = earlier + [world_size()] if changed else earlier
             if is_main_process():
                 print(f"resumed {self.name} from {self.resume_path} at step {trainer.step}", flush=True)
+                if changed:
+                    print(f"note: written by {earlier[-1]} process(es), continued by {world_size()}: the same global "
+                          f"batches, so the same steps up to float rounding (not bit for bit)", flush=True)
         trainer.fit(shard_batches(batches) if is_distributed() else batches, epochs=1)
         return trainer
 
@@ -185,6 +196,8 @@ class PretrainRun:
     def annotate(self, report: dict) -> dict:
         """``report`` plus how the run differed from the recorded single-process float32 CPU run, if it did."""
         run = {"device": pick_device(self.options.device).type, "bf16": self.options.bf16, "world_size": world_size()}
+        if len(self.world_sizes) > 1:
+            run["world_sizes"] = self.world_sizes  # processes per stretch, in order, when a resume changed them
         return report if run == {"device": "cpu", "bf16": False, "world_size": 1} else {**report, "run": run}
 
     def finish(self) -> None:
