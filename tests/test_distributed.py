@@ -19,8 +19,11 @@ import pytest
 import torch
 
 import lmlib
+from lmlib.models.elmo import BiLM, BiLMConfig
 from lmlib.models.gpt import GPT, GPTConfig
+from lmlib.recipes.elmo import bilm_loss, encode_batch
 from lmlib.text.batching import LMBatch, batchify, random_blocks
+from lmlib.text.vocab import SPECIALS, Vocab
 from lmlib.training import distributed
 from lmlib.training.callbacks import Checkpoint, GradientClipping, GradualUnfreezing, LRSchedule, PrintEvery
 from lmlib.training.objectives import next_token_loss
@@ -63,6 +66,33 @@ def make_trainer(callbacks=(), seed=0) -> Trainer:
                    device="cpu")
 
 
+# Sentences of different lengths: in every global batch of four, the first two (rank 0's share) hold more words
+# than the last two, so a plain mean per rank would weight rank 1's words more than one process does.
+WORDS = "the cat sat on a mat while dogs ran past old trees".split()
+SENTENCES = [WORDS[i % 5: i % 5 + 3 + (7 * i) % 5] for i in range(16)]
+VOCAB = Vocab(WORDS, specials=SPECIALS)
+
+
+def bilm_batches() -> list:
+    return [encode_batch(sorted(SENTENCES[i:i + 4], key=len, reverse=True), VOCAB, max_chars=8)
+            for i in range(0, 16, 4)]
+
+
+def unweighted_bilm_loss(model, batch):
+    """ELMo's loss with each rank's plain mean: what bilm_loss would be without mean_over_ranks."""
+    char_ids, word_ids = batch
+    return sum(model.nll(char_ids, word_ids, model(char_ids)))
+
+
+def make_bilm_trainer(loss=bilm_loss) -> Trainer:
+    """A tiny ELMo biLM without dropout, trained with ELMo's own loss function."""
+    lmlib.seed_everything(0)
+    config = BiLMConfig(vocab_size=len(VOCAB), embed_size=8, hidden_size=12, num_layers=2,
+                        dropout=0.0, char_embed_size=4, filters=((1, 4), (2, 4)), num_highway=1, max_chars=8)
+    model = BiLM(config)
+    return Trainer(model, torch.optim.Adam(model.parameters(), lr=0.01), loss, device="cpu")
+
+
 # -- the two-process side (run as a script) ----------------------------------------------------------------
 def worker(mode: str, out: Path) -> None:
     timeout = 60 if mode == "train" else DEATH_TIMEOUT_S
@@ -84,6 +114,11 @@ def worker(mode: str, out: Path) -> None:
         resumed.load_checkpoint(out / "single_epoch1.pt")
         resumed.fit(distributed.shard_batches(global_batches), epochs=1)
         record.update(resumed_losses=resumed.batch_losses, resumed_state=resumed.model.state_dict())
+        # c: shares with different numbers of loss terms (ELMo's sentences), with and without mean_over_ranks
+        for name, loss in (("bilm", bilm_loss), ("bilm_unweighted", unweighted_bilm_loss)):
+            trainer = make_bilm_trainer(loss)
+            trainer.fit(distributed.shard_batches(bilm_batches()), epochs=1)
+            record[f"{name}_losses"], record[f"{name}_state"] = trainer.batch_losses, trainer.model.state_dict()
         # d: a rank with a batch fewer than the other is refused before anyone waits
         uneven = distributed.shard_batches(global_batches(0))[: STEPS_PER_EPOCH - rank]
         try:
@@ -184,6 +219,26 @@ def test_two_processes_with_half_batches_take_the_steps_of_one_with_the_whole_ba
     assert all(torch.equal(rank0["state"][k], rank1["state"][k]) for k in rank0["state"])  # the ranks never drift
     for record in runs["ranks"]:  # all_reduce_mean of each rank's number, a float and a tensor
         assert record["means"][0] == 0.5 and torch.equal(record["means"][1], torch.tensor([0.5, 2.0]))
+
+
+def test_shares_with_different_numbers_of_words_take_the_one_process_steps_with_mean_over_ranks(runs):
+    batches = bilm_batches()
+    for char_ids, _ in batches:  # the premise: rank 0's half holds more words than rank 1's
+        words = (char_ids[..., 0] != 0).sum(dim=1)
+        assert words[:2].sum() > words[2:].sum()
+    reference = make_bilm_trainer()
+    reference.fit(batches, epochs=1)
+    for record in runs["ranks"]:
+        assert record["bilm_losses"] == pytest.approx(reference.batch_losses, abs=1e-5, rel=0)
+        assert_states_close(record["bilm_state"], reference.model.state_dict())
+        # each rank's plain mean trains on another objective: the test can tell the difference
+        unweighted = record["bilm_unweighted_state"]
+        assert max((unweighted[k] - v).abs().max() for k, v in reference.model.state_dict().items()) > 1e-3
+
+
+def test_mean_over_ranks_is_the_mean_itself_in_one_process():
+    mean = torch.tensor(2.5, requires_grad=True)
+    assert distributed.mean_over_ranks(mean, 7) is mean
 
 
 def test_output_callbacks_run_on_rank_0_alone_and_training_callbacks_everywhere(runs):

@@ -184,22 +184,23 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def torchrun(out: Path, *extra: str) -> subprocess.CompletedProcess:
-    """``python -m lmlib pretrain gpt`` (teach, ``STEPS`` steps) in two processes under torchrun."""
+def torchrun(out: Path, *extra: str, model: str = "gpt") -> subprocess.CompletedProcess:
+    """``python -m lmlib pretrain MODEL`` (teach, ``STEPS`` steps) in two processes under torchrun."""
     env = {k: v for k, v in os.environ.items() if k not in distributed.TORCHRUN_VARIABLES}
     env.update(PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_addr=127.0.0.1",
-           f"--master_port={free_port()}", "-m", "lmlib", "pretrain", "gpt", "--preset", "teach", "--device", "cpu",
+           f"--master_port={free_port()}", "-m", "lmlib", "pretrain", model, "--preset", "teach", "--device", "cpu",
            "--steps", str(STEPS), "--checkpoint-every", str(EVERY), "--out", str(out), *extra]
     run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, cwd=out.parent)
     assert run.returncode == 0, f"torchrun failed:\n{run.stdout}\n{run.stderr[-4000:]}"
     return run
 
 
-def assert_same_gpt_weights(one: Path, two: Path) -> None:
+def assert_same_weights(one: Path, two: Path, model: str = "gpt") -> None:
     """Each rank's half batch with gradients averaged takes the same steps as one process with the whole batch, up
     to float rounding (and the fp16 of the file)."""
-    a, b = load_file(one / "gpt_imdb.safetensors"), load_file(two / "gpt_imdb.safetensors")
+    file = f"{NAMES[model]}.safetensors"
+    a, b = load_file(one / file), load_file(two / file)
     assert a.keys() == b.keys()
     for key in a:
         torch.testing.assert_close(b[key].float(), a[key].float(), rtol=0, atol=2e-3, msg=key)
@@ -213,9 +214,37 @@ def test_two_processes_under_torchrun_train_the_same_gpt_as_one(runs, tmp_path):
     report = json.loads((double / "pretrain.json").read_text())
     assert report["run"] == {"device": "cpu", "bf16": False, "world_size": 2}
     assert report["recipe"] == json.loads((single / "pretrain.json").read_text())["recipe"]
-    assert_same_gpt_weights(single, double)
+    assert_same_weights(single, double)
     assert sorted(p.name for p in double.iterdir()) == ["gpt_imdb.safetensors", "pretrain.json", "tokenizer.json"]
     shutil.rmtree(out)
+
+
+def test_bert_under_torchrun_trains_as_in_one_process_though_the_shares_hold_different_numbers_of_masked_tokens(
+        runs, tmp_path):
+    out = tmp_path / "bert"
+    run = torchrun(out, model="bert")
+    assert run.stdout.count(f"wrote {out}") == 1
+    single, double = (json.loads((d / "pretrain.json").read_text()) for d in (runs["bert"][0], out))
+    assert double["run"]["world_size"] == 2
+    assert double["final_train_loss"] == pytest.approx(single["final_train_loss"], abs=1e-4, rel=0)
+    assert double["valid"]["mlm_loss"] == pytest.approx(single["valid"]["mlm_loss"], abs=1e-4, rel=0)
+    assert_same_weights(runs["bert"][0], out, model="bert")
+
+
+@pytest.mark.parametrize("model", ["elmo", "awd-lstm"])
+def test_the_models_with_dropout_train_under_torchrun(runs, tmp_path, model):
+    """Their recipes use dropout, and each rank draws its own masks, so two processes take other (equally valid)
+    steps than one: the run must complete, write once, and land near the one-process loss."""
+    single = runs[model][0] if model in runs else tmp_path / "one"
+    if model not in runs:
+        assert pretrain(model, single, "--steps", str(STEPS)) == 0
+    out = tmp_path / "two"
+    run = torchrun(out, model=model)
+    assert run.stdout.count(f"wrote {out}") == 1
+    assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in single.iterdir() if p.name != RESUME)
+    one, two = (json.loads((d / "pretrain.json").read_text()) for d in (single, out))
+    assert two["run"]["world_size"] == 2 and two["recipe"] == one["recipe"]
+    assert two["final_train_loss"] == pytest.approx(one["final_train_loss"], abs=0.2, rel=0)
 
 
 def test_a_run_stopped_under_torchrun_finishes_in_one_process_and_the_other_way_round(runs, tmp_path, capsys):
@@ -232,6 +261,6 @@ def test_a_run_stopped_under_torchrun_finishes_in_one_process_and_the_other_way_
     assert run.stdout.count("written by 1 process(es), continued by 2") == 1  # said once, by rank 0
 
     for out, sizes in ((two_then_one, [2, 1]), (one_then_two, [1, 2])):
-        assert_same_gpt_weights(runs["gpt"][0], out)
+        assert_same_weights(runs["gpt"][0], out)
         assert json.loads((out / "pretrain.json").read_text())["run"]["world_sizes"] == sizes
         assert not (out / RESUME).exists()

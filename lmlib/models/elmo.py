@@ -415,16 +415,19 @@ class BiLM(nn.Module):
         backward = [reverse_padded(h, lengths) * m for h in self.backward_lm(reverse_padded(x, lengths))]
         return BiLMOutput(x, forward, backward, mask)
 
-    def nll(self, char_ids: torch.Tensor, word_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def nll(self, char_ids: torch.Tensor, word_ids: torch.Tensor,
+            out: BiLMOutput | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """(forward, backward) mean negative log likelihood per predicted word, the two halves of eq. 1; exp of
         each is that direction's perplexity.
 
         The forward LM at position k predicts t_{k+1}; the backward LM, read in its own reversed order, does
         the same, so both go through :meth:`_next_word_nll` and predict the same number of words (one fewer than
-        each sentence's length). ``word_ids`` ``(batch, time)`` are the softmax's ids of the same words.
+        each sentence's length). ``word_ids`` ``(batch, time)`` are the softmax's ids of the same words. ``out``:
+        this model's output for ``char_ids`` when the caller has computed it (a training loss under DDP must make
+        the call ``model(char_ids)`` itself, so that the gradients are averaged over the ranks).
         """
         self._check_targets(char_ids, word_ids)
-        out = self(char_ids)
+        out = self(char_ids) if out is None else out
         lengths = out.mask.sum(dim=1)
         forward = self._next_word_nll(out.forward[-1], word_ids, out.mask)
         backward = self._next_word_nll(reverse_padded(out.backward[-1], lengths),

@@ -42,6 +42,7 @@ from ..runtime import eval_mode, seed_everything
 from ..text.bert_data import IGNORE_INDEX, PretrainingBatch, SentencePair, SpecialIds, pretraining_batch, sentence_pairs
 from ..text.tokenizers import WordPiece
 from ..training.callbacks import GradientClipping, LRSchedule, PrintEvery
+from ..training.distributed import mean_over_ranks
 from ..training.schedules import weight_decay_groups
 from ..training.trainer import BatchResult, Callback, Trainer, to_device
 from .finetuning import finetune_plan
@@ -120,12 +121,14 @@ def warmup_linear(t: int, T: int, warmup: int) -> float:
 def pretraining_loss(model: Bert, batch: PretrainingBatch) -> BatchResult:
     """L = L_MLM + L_NSP: the mean cross-entropy of the original tokens at the chosen positions plus the mean
     cross-entropy of IsNext/NotNext (§3.1, Appendix A.2: "the sum of the mean masked LM likelihood and the mean
-    next sentence prediction likelihood"). ``n`` counts the sequences."""
+    next sentence prediction likelihood"). ``n`` counts the sequences. Under torchrun the MLM mean is taken
+    over every rank's masked tokens (:func:`~lmlib.training.distributed.mean_over_ranks`)."""
     chosen = batch.mlm_labels != IGNORE_INDEX
     out = model(batch.input_ids, batch.segment_ids, batch.attention_mask, masked_positions=chosen)
     mlm = F.cross_entropy(out.mlm_logits, batch.mlm_labels[chosen])
     nsp = F.cross_entropy(out.nsp_logits, batch.nsp_labels)
-    return BatchResult(mlm + nsp, n=batch.nsp_labels.numel())
+    # under torchrun the ranks' shares hold different numbers of masked tokens (but as many pairs)
+    return BatchResult(mean_over_ranks(mlm, chosen.sum()) + nsp, n=batch.nsp_labels.numel())
 
 
 def pair_batches(pairs: Sequence[SentencePair], specials: SpecialIds, vocab_size: int, batch_size: int,

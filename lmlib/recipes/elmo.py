@@ -36,6 +36,7 @@ from ..models.elmo import BiLM, BiLMConfig, ScalarMix, elmo_representations, enc
 from ..runtime import eval_mode, seed_everything
 from ..text.vocab import SPECIALS, UNK, Vocab
 from ..training.callbacks import GradientClipping, PrintEvery
+from ..training.distributed import mean_over_ranks
 from ..training.schedules import WarmupCosine
 from ..training.trainer import Trainer
 from .pretraining import PretrainRun, RunOptions, plan
@@ -130,8 +131,14 @@ def random_batches(sentences: Sequence[Sequence[str]], vocab: Vocab, batch_size:
 
 
 def bilm_loss(model: BiLM, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-    """The Trainer's loss: eq. 1's joint objective, forward plus backward mean NLL."""
-    return model.loss(*batch)
+    """The Trainer's loss: eq. 1's joint objective, forward plus backward mean NLL (:meth:`BiLM.loss`). It calls
+    ``model(char_ids)`` itself, the call DDP averages gradients through; under torchrun the mean is taken over every
+    rank's predicted words (the shares' sentences differ in length)."""
+    char_ids, word_ids = batch
+    out = model(char_ids)
+    forward, backward = model.nll(char_ids, word_ids, out)
+    predicted_words = (out.mask.sum(dim=1) - 1).clamp(min=0).sum()  # each sentence predicts all but one word
+    return mean_over_ranks(forward + backward, predicted_words)
 
 
 def evaluate_bilm(model: BiLM, sentences: Sequence[Sequence[str]], vocab: Vocab, batch_size: int = 64) -> dict:

@@ -14,7 +14,9 @@ L_r = (N/B) Σ_{i ∈ share r} ℓ_i, and the average of the ranks' gradients is
 
     (1/N) Σ_r ∇L_r = (1/B) Σ_i ∇ℓ_i = ∇L,
 
-the gradient of the mean loss over the global batch. Every rank then takes that same optimizer step from the same
+the gradient of the mean loss over the global batch. That holds when every share has as many loss terms; when
+they differ (BERT's masked tokens, ELMo's sentences of different lengths) the loss function returns
+:func:`mean_over_ranks` of its mean instead, which weights each rank by its share of the terms. Every rank then takes that same optimizer step from the same
 weights, so the weights stay identical on all ranks (equal up to float rounding to the one-process run).
 
 Run without torchrun (none of the variables set), nothing here joins or needs a process group: :func:`rank` is 0,
@@ -196,6 +198,27 @@ def all_reduce_mean(value: float | torch.Tensor) -> float | torch.Tensor:
         dist.all_reduce(t)
         return (t / world_size()).to(value.device, value.dtype)
     return all_reduce_sum([float(value)])[0] / world_size()
+
+
+def mean_over_ranks(local_mean: torch.Tensor, local_count: int | torch.Tensor) -> torch.Tensor:
+    """A loss to return in place of ``local_mean`` when the ranks' shares hold different numbers of the items it
+    averages (masked tokens, the words of sentences of different lengths): after DDP's gradient average it trains
+    on the mean over every rank's items, as one process with the whole batch does.
+
+    With rank r's mean m_r over n_r items and n = Σ_r n_r items in all, rank r returns L_r = N·n_r·m_r / n
+    (N ranks), so DDP's (1/N) Σ_r ∇L_r = (1/n) Σ_r n_r ∇m_r, the gradient of the global mean; the ranks' L_r also
+    average to the global mean, the loss the Trainer reports. Equal shares (n_r = n/N) give L_r = m_r. In a single
+    process it returns ``local_mean`` unchanged. Every rank must call it (one collective sum)."""
+    if not is_distributed():
+        return local_mean
+    count = float(local_count)
+    total = all_reduce_sum([count])[0]
+    if total == 0:
+        raise ValueError("no rank has a single item to average (local_count is 0 everywhere): the global batch has "
+                         "nothing to learn from; check how its loss terms are chosen")
+    if count == 0:  # the mean of no items is nan; this rank adds nothing, and its gradients stay finite
+        return torch.nan_to_num(local_mean) * 0.0
+    return local_mean * (world_size() * count / total)
 
 
 def any_rank(flag: bool) -> bool:
