@@ -115,6 +115,7 @@ class PretrainRun:
         self.meta = _jsonable({"model": name, **meta, "bf16": self.options.bf16, "world_size": world_size()})
         self.resume_path = self.out_dir / RESUME
         self.world_sizes = [world_size()]  # one entry per stretch of the run; more than one after a resume elsewhere
+        self.resumed_from_world_size: int | None = None  # the process count that wrote the resume.pt being resumed
         self._check_out_dir()
 
     # -- the folder ------------------------------------------------------------------------------------------
@@ -160,6 +161,9 @@ class PretrainRun:
             if not self.options.resume:
                 raise PretrainError(f"{self.resume_path} holds this run, unfinished at step {saved['step']}: pass "
                                     f"--resume to continue it, or delete the file to start over")
+            earlier = saved.get("world_sizes", [recorded["world_size"]])
+            self.resumed_from_world_size = earlier[-1]
+            self.world_sizes = earlier if earlier[-1] == world_size() else [*earlier, world_size()]
         elif self.options.resume:
             finished = f" (the run there finished: {REPORT} is present)" if report_path.is_file() else ""
             raise PretrainError(f"nothing to resume: there is no {RESUME} in {out}{finished}. A run writes it every "
@@ -175,16 +179,13 @@ class PretrainRun:
         under torchrun, with the periodic checkpoint; after loading ``resume.pt`` when resuming."""
         trainer.callbacks.append(_RunControl(self))
         if self.options.resume:
-            saved = torch.load(self.resume_path, map_location="cpu", weights_only=True)
-            earlier = saved.get("world_sizes", [saved["run"]["world_size"]])
             trainer.load_checkpoint(self.resume_path)  # also restores every global random generator
-            changed = earlier[-1] != world_size()
-            self.world_sizes = earlier + [world_size()] if changed else earlier
             if is_main_process():
                 print(f"resumed {self.name} from {self.resume_path} at step {trainer.step}", flush=True)
-                if changed:
-                    print(f"note: written by {earlier[-1]} process(es), continued by {world_size()}: the same global "
-                          f"batches, so the same steps up to float rounding (not bit for bit)", flush=True)
+                if self.resumed_from_world_size != world_size():
+                    print(f"note: written by {self.resumed_from_world_size} process(es), continued by {world_size()}: "
+                          f"the same global batches, so the same steps up to float rounding (not bit for bit)",
+                          flush=True)
         trainer.fit(shard_batches(batches) if is_distributed() else batches, epochs=1)
         return trainer
 
