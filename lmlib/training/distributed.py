@@ -16,8 +16,9 @@ L_r = (N/B) Σ_{i ∈ share r} ℓ_i, and the average of the ranks' gradients is
 
 the gradient of the mean loss over the global batch. That holds when every share has as many loss terms; when
 they differ (BERT's masked tokens, ELMo's sentences of different lengths) the loss function returns
-:func:`mean_over_ranks` of its mean instead, which weights each rank by its share of the terms. Every rank then takes that same optimizer step from the same
-weights, so the weights stay identical on all ranks (equal up to float rounding to the one-process run).
+:func:`mean_over_ranks` of its mean instead, which weights each rank by its share of the terms. Every rank then
+takes that same optimizer step from the same weights, so the weights stay identical on all ranks (equal up to float
+rounding to the one-process run).
 
 Run without torchrun (none of the variables set), nothing here joins or needs a process group: :func:`rank` is 0,
 :func:`world_size` is 1, :func:`shard` returns the whole batch, and the Trainer behaves as it always did.

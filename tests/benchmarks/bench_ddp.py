@@ -31,6 +31,8 @@ from pathlib import Path
 from machine import load, machine
 from result_file import write_result
 
+from lmlib.training.distributed import TORCHRUN_VARIABLES
+
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = Path(__file__).parent / "results" / "ddp.json"
 STEPS = {"gpt": 300, "bert": 200}
@@ -46,8 +48,7 @@ def free_port() -> int:
 
 def run(model: str, processes: int, threads: int, out: Path) -> dict:
     """One teach-preset run; its pretrain.json."""
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
-                                                             "MASTER_PORT")}
+    env = {k: v for k, v in os.environ.items() if k not in TORCHRUN_VARIABLES}
     env.update(PYTHONPATH=str(REPO), OMP_NUM_THREADS=str(threads))
     args = ["-m", "lmlib", "pretrain", model, "--preset", "teach", "--device", "cpu", "--steps", str(STEPS[model]),
             "--threads", str(threads), "--out", str(out)]

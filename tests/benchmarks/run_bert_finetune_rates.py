@@ -34,13 +34,14 @@ from lmlib.runtime import seed_everything
 RESULTS = Path(__file__).resolve().parent / "results" / "bert_finetune_rates.json"
 CONDITIONS = {"bert": True, "scratch": False}  # name: pretrained
 SETTINGS = dict(n_labels=1000, dev_reviews=1000, dev_seed=99, split="IMDb train: the labelled sample of each seed vs "
-                "1,000 other training reviews (the test split is never read)", recipe=B.FINETUNE_RECIPE, threads=1)
+                "1,000 other training reviews (the test split is never read)", recipe=B.FINETUNE_RECIPE, threads=1,
+                dev_excludes_samples_of_seeds=[0, 1, 2])
 
 
-def dev_split(texts: list[str], labels: list[int], seeds: list[int]) -> tuple[list[str], list[int]]:
-    """1,000 balanced training reviews that none of ``seeds``' labelled samples contains."""
+def dev_split(texts: list[str], labels: list[int]) -> tuple[list[str], list[int]]:
+    """1,000 balanced training reviews that none of the labelled samples of seeds 0, 1 and 2 contains."""
     used = set()
-    for seed in seeds:
+    for seed in SETTINGS["dev_excludes_samples_of_seeds"]:
         used.update(sample_balanced(texts, labels, SETTINGS["n_labels"], seed=seed)[0])
     rest = [(t, y) for t, y in zip(texts, labels) if t not in used]
     return sample_balanced([t for t, _ in rest], [y for _, y in rest], SETTINGS["dev_reviews"], seed=SETTINGS["dev_seed"])
@@ -55,17 +56,16 @@ def main() -> None:
     torch.set_num_threads(SETTINGS["threads"])
 
     sha = B.pretrain_report()["sha256"][f"{B.NAME}.safetensors"]
-    settings = {**SETTINGS, "dev_excludes_samples_of_seeds": [0, 1, 2]}
     previous = json.loads(RESULTS.read_text()) if RESULTS.is_file() else None
     rows = []
-    if previous and previous["settings"] == json.loads(json.dumps(settings)) and previous["checkpoint_sha256"] == sha:
+    if previous and previous["settings"] == json.loads(json.dumps(SETTINGS)) and previous["checkpoint_sha256"] == sha:
         rows = previous["rows"]
     done = {(r["condition"], r["lr"], r["seed"]) for r in rows}
 
     _, tokenizer = B.load_pretrained()
     pad, max_len = tokenizer.token_to_id("[PAD]"), B.FINETUNE_RECIPE["max_len"]
     train = load_imdb("train")
-    dev_texts, dev_labels = dev_split(list(train.texts), list(train.labels), settings["dev_excludes_samples_of_seeds"])
+    dev_texts, dev_labels = dev_split(list(train.texts), list(train.labels))
     dev_inputs = B.encode_single(tokenizer, dev_texts, max_len)
     for seed in args.seeds:
         texts, labels = sample_balanced(train.texts, train.labels, SETTINGS["n_labels"], seed=seed)
@@ -88,7 +88,7 @@ def main() -> None:
                     what="BERT [CLS] fine-tuning on 1,000 IMDb reviews at several learning rates, scored on 1,000 other "
                          "training reviews: the shipped IMDb BERT vs the same architecture from random weights",
                     command="LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/run_bert_finetune_rates.py",
-                    settings=settings, checkpoint_sha256=sha, machine=machine(), load=load(), rows=rows,
+                    settings=SETTINGS, checkpoint_sha256=sha, machine=machine(), load=load(), rows=rows,
                     summary=summarise([{**r, "accuracy": r["dev_accuracy"]} for r in rows], ("condition", "lr"))))
 
 
