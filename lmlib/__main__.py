@@ -6,6 +6,7 @@ import argparse
 import importlib
 import json
 import sys
+import traceback
 from pathlib import Path
 
 from . import data
@@ -88,11 +89,27 @@ def _shipped_dirs() -> set[Path]:
 
 
 def pretrain_main(args: argparse.Namespace) -> int:
-    """``python -m lmlib pretrain``: the chosen recipe module's ``pretrain`` with the options given."""
+    """``python -m lmlib pretrain``: the chosen recipe module's ``pretrain`` with the options given. Under torchrun
+    the process ends here, through :func:`~lmlib.training.distributed.exit_distributed` (its docstring says why),
+    with the status it would have returned, or 1 after printing the traceback of an unexpected error."""
+    from .training.distributed import exit_distributed, in_process_group
+
+    try:
+        code = _pretrain(args)
+    except BaseException:
+        if in_process_group():
+            traceback.print_exc()
+            exit_distributed(1)
+        raise
+    exit_distributed(code)
+    return code
+
+
+def _pretrain(args: argparse.Namespace) -> int:
     import torch
 
     from .recipes.pretraining import PretrainError, RunOptions, StopRequested
-    from .training.distributed import close_distributed, init_distributed, is_main_process
+    from .training.distributed import init_distributed, is_main_process
 
     module = importlib.import_module(PRETRAIN_MODELS[args.model][0])
     name = module.NAME
@@ -120,8 +137,6 @@ def pretrain_main(args: argparse.Namespace) -> int:
         if is_main_process():
             print(f"{err}; continue with the same command and --resume", file=sys.stderr)
         return 0
-    finally:
-        close_distributed()
     if report is not None:
         print(json.dumps({k: v for k, v in report.items() if k != "config"}, indent=2))
         print(f"wrote {out}")

@@ -141,7 +141,7 @@ def worker(mode: str, out: Path) -> None:
             torch.save(record, out / f"rank{rank}.pt")
             raise
     torch.save(record, out / f"rank{rank}.pt")
-    distributed.close_distributed()
+    distributed.exit_distributed(0)
 
 
 # -- the one-process side (pytest) -------------------------------------------------------------------------
@@ -316,6 +316,59 @@ def test_without_torchrun_nothing_joins_a_process_group(monkeypatch):
     trainer.fit(global_batches, epochs=1)
     assert trainer.distributed is False and trainer._ddp is None
     assert not torch.distributed.is_initialized()
+
+
+GROUP_OF_ONE = dict(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1")
+EXIT_SCRIPT = """
+import sys
+from lmlib.training import distributed
+joined = distributed.init_distributed()
+print("joined" if distributed.in_process_group() else "alone", joined)  # a pipe: buffered, not yet written
+distributed.exit_distributed(3)
+print("returned")
+"""
+
+
+def test_exit_distributed_leaves_the_group_flushes_and_exits_with_the_code_and_returns_in_one_process():
+    grouped = subprocess.run([sys.executable, "-c", EXIT_SCRIPT], capture_output=True, text=True, timeout=60,
+                             env=child_env(**GROUP_OF_ONE, MASTER_PORT=str(free_port())))
+    assert (grouped.returncode, grouped.stdout) == (3, "joined False\n"), grouped.stderr  # a group of one
+    alone = subprocess.run([sys.executable, "-c", EXIT_SCRIPT], capture_output=True, text=True, timeout=60,
+                           env=child_env())
+    assert (alone.returncode, alone.stdout) == (0, "alone False\nreturned\n"), alone.stderr
+
+
+CLI_ERROR_SCRIPT = """
+import sys
+import lmlib.__main__ as cli
+from lmlib.training import distributed
+def fail(args):
+    distributed.init_distributed()
+    raise RuntimeError("an unexpected failure")
+cli._pretrain = fail
+cli.pretrain_main(None)
+"""
+
+
+def test_pretrain_under_torchrun_ends_an_unexpected_error_with_its_traceback_and_status_1():
+    run = subprocess.run([sys.executable, "-c", CLI_ERROR_SCRIPT], capture_output=True, text=True, timeout=60,
+                         env=child_env(**GROUP_OF_ONE, MASTER_PORT=str(free_port())))
+    assert run.returncode == 1
+    assert run.stderr.count("RuntimeError: an unexpected failure") == 1, run.stderr
+
+
+def test_pretrain_in_one_process_lets_an_unexpected_error_go_on_as_usual(monkeypatch):
+    import lmlib.__main__ as cli
+
+    for name in distributed.TORCHRUN_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+    def fail(args):
+        raise RuntimeError("an unexpected failure")
+
+    monkeypatch.setattr(cli, "_pretrain", fail)
+    with pytest.raises(RuntimeError, match="an unexpected failure"):
+        cli.pretrain_main(None)
 
 
 def test_bad_input_says_what_was_wrong_and_how_to_fix_it(monkeypatch):
