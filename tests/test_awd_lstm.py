@@ -275,3 +275,33 @@ def test_pad_row_of_the_tied_matrix_gets_only_the_decoders_gradient():
     nn.functional.linear(outputs[-1], E_out, model.decoder.bias).logsumexp(-1).sum().backward()
     assert torch.equal(E_in.grad[0], torch.zeros(6)) and E_out.grad[0].abs().sum() > 0
     torch.testing.assert_close(model.encoder.embedding.weight.grad[0], E_out.grad[0])
+
+
+def test_regroup_state_stacks_the_ranks_carried_rows_into_the_whole_batchs_state_and_cuts_it_again():
+    """Under DDP each rank carries the hidden state of its own rows: the state one process carries for the whole
+    batch is the ranks' states stacked along the batch dimension, which is what a resume with another number of
+    processes relies on."""
+    torch.manual_seed(5)
+    model = AWDLSTMLanguageModel(small()).eval()  # eval: no dropout, so the rows do not depend on their neighbours
+    streams = batchify(torch.randint(0, 30, (400,)), 4)
+    windows = list(bptt_batches(streams, 9))[:2]
+    whole, shares = StatefulLMLoss(state_batch_dim=1), [StatefulLMLoss(state_batch_dim=1) for _ in range(2)]
+    with torch.no_grad():
+        for x, y in windows:
+            whole(model, (x, y))
+            for r, loss in enumerate(shares):
+                loss(model, (x[2 * r: 2 * r + 2], y[2 * r: 2 * r + 2]))
+    stacked = whole.regroup_state([loss.state_dict() for loss in shares], rank=0, world_size=1)["state"]
+    for (h, c), (h_ref, c_ref) in zip(stacked, whole.state):
+        torch.testing.assert_close(h, h_ref, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(c, c_ref, rtol=1e-5, atol=1e-6)
+    for r, loss in enumerate(shares):
+        cut = whole.regroup_state([whole.state_dict()], rank=r, world_size=2)["state"]
+        for (h, c), (h_ref, c_ref) in zip(cut, loss.state):
+            torch.testing.assert_close(h, h_ref, rtol=1e-5, atol=1e-6)
+            torch.testing.assert_close(c, c_ref, rtol=1e-5, atol=1e-6)
+    assert whole.regroup_state([{"state": None}] * 2, rank=0, world_size=1) == {"state": None}
+    with pytest.raises(ValueError, match="4 streams, which 3 processes cannot share equally"):
+        whole.regroup_state([whole.state_dict()], rank=0, world_size=3)
+    with pytest.raises(ValueError, match=r"StatefulLMLoss\(state_batch_dim=...\).*resume with the 2 process"):
+        StatefulLMLoss().regroup_state([s.state_dict() for s in shares], rank=0, world_size=1)

@@ -104,6 +104,7 @@ def worker(mode: str, out: Path) -> None:
         trainer = make_trainer([*counters, PrintEvery(1), Checkpoint(out / f"ddp_last_rank{rank}.pt")])
         trainer.fit(distributed.shard_batches(global_batches), epochs=1)
         trainer.save_checkpoint(out / f"ddp_epoch1_rank{rank}.pt")
+        record["draw_after_save"] = torch.rand(4)  # this rank's stream (the tiny GPT has no dropout to disturb)
         trainer.fit(distributed.shard_batches(global_batches), epochs=1)
         record.update(losses=trainer.batch_losses, history=trainer.history, state=trainer.model.state_dict(),
                       counts=[c.calls for c in counters])
@@ -114,6 +115,10 @@ def worker(mode: str, out: Path) -> None:
         resumed.load_checkpoint(out / "single_epoch1.pt")
         resumed.fit(distributed.shard_batches(global_batches), epochs=1)
         record.update(resumed_losses=resumed.batch_losses, resumed_state=resumed.model.state_dict())
+        # b2: resume the DDP checkpoint under DDP: each rank takes up its own random stream again
+        again = make_trainer([CountSteps(), CountStepsOnMain(), PrintEvery(1), Checkpoint(out / "unused.pt")], seed=7)
+        again.load_checkpoint(out / "ddp_epoch1_rank0.pt")
+        record["draw_after_load"] = torch.rand(4)
         # c: shares with different numbers of loss terms (ELMo's sentences), with and without mean_over_ranks
         for name, loss in (("bilm", bilm_loss), ("bilm_unweighted", unweighted_bilm_loss)):
             trainer = make_bilm_trainer(loss)
@@ -250,6 +255,16 @@ def test_output_callbacks_run_on_rank_0_alone_and_training_callbacks_everywhere(
     assert written == ["ddp_epoch1_rank0.pt", "ddp_last_rank0.pt"]  # Checkpoint and save_checkpoint: rank 0 only
 
 
+def test_each_rank_draws_its_own_random_numbers_and_a_ddp_resume_gives_each_its_own_stream_back(runs):
+    rank0, rank1 = runs["ranks"]
+    assert not torch.equal(rank0["draw_after_save"], rank1["draw_after_save"])  # so dropout masks differ too
+    for record in (rank0, rank1):
+        assert torch.equal(record["draw_after_load"], record["draw_after_save"])
+    saved = torch.load(runs["out"] / "ddp_epoch1_rank0.pt", weights_only=True)
+    assert len(saved["by_rank"]) == 2
+    assert torch.equal(saved["by_rank"][0]["rng"]["torch"], saved["rng"]["torch"])  # one process resumes rank 0's
+
+
 def test_a_ddp_checkpoint_resumes_in_one_process_like_an_uninterrupted_run(runs, tmp_path):
     reference = runs["reference"]  # the same script's callbacks, now in one process
     resumed = make_trainer([CountSteps(), CountStepsOnMain(), PrintEvery(100), Checkpoint(tmp_path / "last.pt")], seed=99)
@@ -312,6 +327,10 @@ def test_without_torchrun_nothing_joins_a_process_group(monkeypatch):
     assert not torch.distributed.is_initialized()
     assert (distributed.rank(), distributed.world_size(), distributed.is_main_process()) == (0, 1, True)
     assert distributed.all_reduce_mean(2.5) == 2.5
+    assert distributed.all_gather({"a": 1}) == [{"a": 1}]
+    before = torch.get_rng_state()
+    distributed.split_random_streams()  # one process: its stream is left alone
+    assert torch.equal(torch.get_rng_state(), before)
     trainer = make_trainer()
     trainer.fit(global_batches, epochs=1)
     assert trainer.distributed is False and trainer._ddp is None

@@ -4,6 +4,7 @@ steps, so every run takes seconds)."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import socket
@@ -245,6 +246,31 @@ def test_the_models_with_dropout_train_under_torchrun(runs, tmp_path, model):
     one, two = (json.loads((d / "pretrain.json").read_text()) for d in (single, out))
     assert two["run"]["world_size"] == 2 and two["recipe"] == one["recipe"]
     assert two["final_train_loss"] == pytest.approx(one["final_train_loss"], abs=0.2, rel=0)
+    # stopped and resumed with two processes again, each rank takes up its own dropout stream (and the AWD-LSTM its
+    # own streams' hidden state): the same bytes as the uninterrupted two-process run
+    resumed = tmp_path / "two_resumed"
+    torchrun(resumed, "--stop-after", str(CRASH), model=model)
+    torchrun(resumed, "--resume", model=model)
+    again = json.loads((resumed / "pretrain.json").read_text())
+    assert again["sha256"] == two["sha256"]
+
+
+def test_the_awd_lstms_carried_state_moves_between_process_counts_on_resume(runs, tmp_path, capsys):
+    """Each rank carries the hidden state of its own streams; resumed with another number of processes, the
+    ranks' rows are stacked and cut again (StatefulLMLoss.regroup_state), instead of a shape error at the next step."""
+    steps = ("--steps", str(STEPS), "--checkpoint-every", str(EVERY))
+    two_then_one, one_then_two = tmp_path / "two_then_one", tmp_path / "one_then_two"
+    torchrun(two_then_one, "--stop-after", str(CRASH), model="awd-lstm")
+    saved = torch.load(two_then_one / RESUME, weights_only=True)
+    assert [tuple(s["loss_fn"]["state"][0][0].shape)[1] for s in saved["by_rank"]] == [4, 4]  # teach: 8 streams, halved
+    assert pretrain("awd-lstm", two_then_one, *steps, "--resume") == 0
+    assert "written by 2 process(es), continued by 1" in capsys.readouterr().out
+    assert pretrain("awd-lstm", one_then_two, *steps, "--stop-after", str(CRASH)) == 0
+    torchrun(one_then_two, "--resume", model="awd-lstm")
+    for out, sizes in ((two_then_one, [2, 1]), (one_then_two, [1, 2])):
+        report = json.loads((out / "pretrain.json").read_text())
+        assert report["run"]["world_sizes"] == sizes and not (out / RESUME).exists()
+        assert math.isfinite(report["final_train_loss"])
 
 
 def test_a_run_stopped_under_torchrun_finishes_in_one_process_and_the_other_way_round(runs, tmp_path, capsys):

@@ -16,7 +16,8 @@ function states *what* is computed (data, model, optimizer, schedule), a :class:
   run's bit for bit. The file is deleted once ``pretrain.json`` is written.
 * **several processes**: under ``torchrun`` (after :func:`~lmlib.training.distributed.init_distributed`) each global
   batch is split between the ranks with :func:`~lmlib.training.distributed.shard_batches` and the Trainer runs DDP;
-  rank 0 alone writes files. A run may be resumed with another number of processes (written under torchrun,
+  each rank draws its dropout masks from its own random stream (the checkpoint keeps every rank's), and rank 0
+  alone writes files. A run may be resumed with another number of processes (written under torchrun,
   finished in one process, or the other way round): the global batches are the same, so it follows the same
   steps up to float rounding, not bit for bit; ``pretrain.json`` then lists the process counts in ``run``.
 * **bf16**: ``torch.autocast(device, torch.bfloat16)`` around the forward pass and the loss.

@@ -67,7 +67,7 @@ def train(model: TransformerXL, stream: torch.Tensor, steps: int, callbacks: lis
     :class:`~lmlib.training.objectives.StatefulLMLoss` and restarts at each pass over the text."""
     recipe = {**RECIPE, **(recipe or {})}
     opt = torch.optim.AdamW(weight_decay_groups(model, recipe["weight_decay"]), lr=recipe["lr"], betas=recipe["betas"])
-    trainer = Trainer(model, opt, StatefulLMLoss(),
+    trainer = Trainer(model, opt, StatefulLMLoss(state_batch_dim=0),
                       [WarmupCosine(steps, min(recipe["warmup"], steps // 10), recipe["min_ratio"]),
                        GradientClipping(recipe["clip"]), MaxSteps(steps), *callbacks], device="cpu")
     per_pass = math.ceil((stream.numel() // recipe["batch_size"] - 1) / model.config.segment_len)

@@ -93,7 +93,7 @@ def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full"
     # windows beyond one epoch wrap around to the start of the corpus
     batches = [windows[i % len(windows)] for i in range(recipe["steps"])]
     opt = torch.optim.Adam(model.parameters(), lr=recipe["eta_max"], betas=recipe["betas"])
-    trainer = Trainer(model, opt, StatefulLMLoss(),
+    trainer = Trainer(model, opt, StatefulLMLoss(state_batch_dim=1),
                       [STLR(recipe["steps"], recipe["cut_frac"], recipe["ratio"]), GradientClipping(recipe["clip"]),
                        PrintEvery(25)], **job.trainer_options())
     start = time.perf_counter()
@@ -181,7 +181,7 @@ def finetune_lm(model: AWDLSTMLanguageModel, ids: torch.Tensor, epochs: int = 1,
     if max_steps is not None:
         windows = windows[:max_steps]
     opt = torch.optim.Adam(discriminative_param_groups(model.layer_groups(), eta_max, factor), betas=(0.8, 0.99))
-    trainer = Trainer(model, opt, StatefulLMLoss(),
+    trainer = Trainer(model, opt, StatefulLMLoss(state_batch_dim=1),
                       [STLR(epochs * len(windows)), GradientClipping(0.5), *callbacks], device="cpu")
     trainer.fit(windows, epochs=epochs)
     return trainer

@@ -303,9 +303,8 @@ class LivePlot(Callback):
 class Checkpoint(Callback):
     """Save a resumable checkpoint to ``path`` (atomically) at the end of every epoch, or with ``every_steps`` after
     every ``every_steps``-th optimizer step instead (mid-epoch: :meth:`Trainer.fit` resumes after the batches taken).
-    ``extra`` (a dict, or a function ``trainer -> dict``) is stored beside the state, e.g. what run it belongs to."""
-
-    main_process_only = True  # output only: under DDP rank 0 alone runs it
+    ``extra`` (a dict, or a function ``trainer -> dict``) is stored beside the state, e.g. what run it belongs to.
+    Under DDP it runs on every rank, since each rank hands over its random generators, and rank 0 alone writes."""
 
     def __init__(self, path, every_steps: int | None = None, extra: dict | Callable[[Trainer], dict] | None = None):
         if every_steps is not None and every_steps < 1:

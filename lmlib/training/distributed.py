@@ -251,6 +251,31 @@ def any_rank(flag: bool) -> bool:
     return bool(all_reduce_sum([float(flag)])[0] > 0)
 
 
+def all_gather(value: Any) -> list[Any]:
+    """``value`` from every rank, in rank order (any picklable object; one collective). ``[value]`` in one process."""
+    if not is_distributed():
+        return [value]
+    gathered: list[Any] = [None] * world_size()
+    dist.all_gather_object(gathered, value)
+    return gathered
+
+
+# -- random numbers ----------------------------------------------------------------------------------------
+def split_random_streams() -> None:
+    """Give each rank its own stream of torch random numbers (dropout masks, noise), still fixed by the run's seed.
+
+    Every rank runs the same script with the same seed, so without this each would draw the same masks for its own
+    rows: with N ranks, every mask would be used N times in a global batch, where one process draws a new one for
+    every row. One number u drawn from the shared stream (the same draw on every rank) reseeds rank r's torch
+    generators with u + r. Only torch's generators change: the data order comes from the batch streams' own seeded
+    generators, and Python's and NumPy's stay shared. In one process it does nothing, so a single-process run is
+    unchanged. Every rank must call it."""
+    if not is_distributed():
+        return
+    shared_draw = int(torch.randint(2**62, (), dtype=torch.int64))
+    torch.manual_seed(shared_draw + rank())
+
+
 # -- the model ---------------------------------------------------------------------------------------------
 class _DDP(nn.parallel.DistributedDataParallel):
     """DDP that also answers the wrapped model's own attributes (``model.config``, ``model.lm_logits``), so a loss
@@ -313,5 +338,6 @@ def explain_lost_ranks(where: Callable[[], str]) -> Iterator[None]:
 
 
 __all__ = ["TORCHRUN_VARIABLES", "DEFAULT_TIMEOUT", "launched_by_torchrun", "init_distributed", "close_distributed",
-           "exit_distributed", "in_process_group", "is_distributed", "rank", "world_size", "is_main_process", "shard", "shard_batches",
-           "all_reduce_sum", "all_reduce_mean", "any_rank", "wrap_model", "LostRankError", "explain_lost_ranks"]
+           "exit_distributed", "in_process_group", "is_distributed", "rank", "world_size", "is_main_process",
+           "shard", "shard_batches", "all_reduce_sum", "all_reduce_mean", "any_rank", "all_gather",
+           "split_random_streams", "wrap_model", "LostRankError", "explain_lost_ranks"]

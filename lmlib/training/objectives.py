@@ -31,16 +31,32 @@ def next_token_loss(model, batch) -> BatchResult:
     return BatchResult(loss, y.numel())
 
 
+def _zip_tensors(states: list, fn):
+    """``fn`` applied to each group of corresponding tensors of ``states`` (equal nestings of tuples and lists)."""
+    first = states[0]
+    if first is None:
+        return None
+    if isinstance(first, torch.Tensor):
+        return fn(states)
+    return type(first)(_zip_tensors([s[i] for s in states], fn) for i in range(len(first)))
+
+
 class StatefulLMLoss:
     """For RNN LMs trained with truncated BPTT: ``model(x, state) -> (logits, state)``.
 
     The hidden state flows from one window to the next (the streams are contiguous text) but is
     detached, so gradients stop at the window boundary. ``reset()`` (called by the Trainer before each
     pass) starts again from a zero state.
+
+    ``state_batch_dim`` is where the state's tensors hold one row per stream: 1 for ``nn.LSTM``'s and the
+    AWD-LSTM's ``(layers, batch, hidden)``, 0 for Transformer-XL's ``(batch, memory, d_model)`` memories. Knowing it,
+    :meth:`regroup_state` moves a run's carried state to another number of processes when a checkpoint resumes
+    (under DDP each rank carries the rows of its own streams).
     """
 
-    def __init__(self):
+    def __init__(self, state_batch_dim: int | None = None):
         self.state = None
+        self.state_batch_dim = state_batch_dim
 
     def reset(self) -> None:
         self.state = None
@@ -51,6 +67,29 @@ class StatefulLMLoss:
 
     def load_state_dict(self, state: dict) -> None:
         self.state = state["state"]
+
+    def regroup_state(self, states: list[dict], rank: int, world_size: int) -> dict:
+        """Rank ``rank`` of ``world_size``'s share of the state carried by ``len(states)`` ranks (their
+        :meth:`state_dict`, in rank order). The ranks' rows stack to the state of the whole batch, as the ranks'
+        shares stack to the global batch (:func:`~lmlib.training.distributed.shard`); that is then cut again."""
+        if all(s["state"] is None for s in states):
+            return {"state": None}
+        dim = self.state_batch_dim
+        if dim is None:
+            raise ValueError("this checkpoint carries a hidden state written by another number of processes, and the "
+                             "loss does not know the state's batch dimension: build it as "
+                             "StatefulLMLoss(state_batch_dim=...) (1 for LSTMs, 0 for Transformer-XL memories), or "
+                             f"resume with the {len(states)} process(es) that wrote it")
+        whole = _zip_tensors([s["state"] for s in states], lambda ts: torch.cat(ts, dim))
+
+        def share(t: torch.Tensor) -> torch.Tensor:
+            if t.size(dim) % world_size:
+                raise ValueError(f"the carried state holds {t.size(dim)} streams, which {world_size} processes "
+                                 f"cannot share equally: resume with a number of processes that divides it")
+            rows = t.size(dim) // world_size
+            return t.narrow(dim, rank * rows, rows).clone()
+
+        return {"state": _zip_tensors([whole], lambda ts: share(ts[0]))}
 
     def __call__(self, model, batch) -> BatchResult:
         x, y = batch

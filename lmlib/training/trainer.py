@@ -38,12 +38,14 @@ from torch import nn
 
 from ..runtime import eval_mode, map_tensors, pick_device
 from .distributed import (
+    all_gather,
     all_reduce_sum,
     any_rank,
     explain_lost_ranks,
     is_distributed,
     is_main_process,
     rank,
+    split_random_streams,
     world_size,
     wrap_model,
 )
@@ -177,6 +179,8 @@ class Trainer:
                              "lmlib.training.distributed.init_distributed() before building the Trainer, or leave "
                              "distributed='auto' to train in one process when there is no group")
         self.distributed = is_distributed() if distributed == "auto" else distributed
+        if self.distributed:
+            split_random_streams()  # each rank its own dropout masks (the model above is already built)
         self.device = pick_device(device) if isinstance(device, str) else device
         self.model = model.to(self.device)
         self.optimizer = optimizer
@@ -369,7 +373,7 @@ class Trainer:
             "callbacks": [cb.state_dict() for cb in self.callbacks],
             "epoch_step": self._epoch_step,
             "epoch_sums": list(self._epoch_sums),
-            "loss_fn": self.loss_fn.state_dict() if callable(getattr(self.loss_fn, "state_dict", None)) else {},
+            "loss_fn": self._loss_state(),
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -391,15 +395,46 @@ class Trainer:
 
     def save_checkpoint(self, path, extra: dict | None = None) -> None:
         """Write a resumable checkpoint to ``path`` (``extra``: more entries to store beside the state, e.g. what run
-        it belongs to). Under DDP only rank 0 writes: every rank holds the same state, and ``model`` is the plain
-        model, so the file loads in one process as well as in several."""
-        if self.distributed and not is_main_process():
-            return
-        from .checkpoint import save_checkpoint
+        it belongs to). Under DDP every rank must call it and only rank 0 writes: the ranks hold the same model and
+        optimizer state, and ``model`` is the plain model, so the file loads in one process as well as in several.
+        What differs between ranks goes in ``by_rank``: each one's random generators and its loss's carried state
+        (a stateful RNN loss carries the rows of its own streams)."""
+        from .checkpoint import rng_state, save_checkpoint
 
+        if self.distributed:
+            by_rank = all_gather({"rng": rng_state(), "loss_fn": self._loss_state()})
+            if not is_main_process():
+                return
+            extra = {**(extra or {}), "by_rank": by_rank}
         save_checkpoint(path, {**(extra or {}), **self.state_dict()})
 
     def load_checkpoint(self, path) -> None:
-        from .checkpoint import load_checkpoint
+        """Restore a checkpoint written by :meth:`save_checkpoint`, random generators included.
 
-        self.load_state_dict(load_checkpoint(path, map_location=self.device))
+        Written by as many ranks as there are now, each rank takes up its own generators and carried loss state,
+        so the run goes on exactly as if never stopped. Written by another number of processes, the ranks' carried
+        states are stacked and cut again for the ranks there are now (the loss's ``regroup_state``), and every rank
+        starts from rank 0's generators, from which the ranks split their streams as at the start."""
+        from .checkpoint import load_checkpoint, set_rng_state
+
+        state = load_checkpoint(path, map_location=self.device)
+        by_rank = state.get("by_rank") or [{"rng": state["rng"], "loss_fn": state.get("loss_fn", {})}]
+        here = world_size() if self.distributed else 1
+        me = rank() if self.distributed else 0
+        if len(by_rank) == here:
+            state = {**state, "loss_fn": by_rank[me]["loss_fn"]}
+        elif any(s["loss_fn"] for s in by_rank):
+            regroup = getattr(self.loss_fn, "regroup_state", None)
+            if regroup is None:
+                raise ValueError(f"{path} was written by {len(by_rank)} process(es) with a loss that carries state "
+                                 f"from batch to batch, which this loss cannot share out again: resume it with "
+                                 f"{len(by_rank)} process(es)")
+            state = {**state, "loss_fn": regroup([s["loss_fn"] for s in by_rank], me, here)}
+        self.load_state_dict(state)
+        if len(by_rank) == here:
+            set_rng_state(by_rank[me]["rng"])
+        elif self.distributed:
+            split_random_streams()
+
+    def _loss_state(self) -> dict:
+        return self.loss_fn.state_dict() if callable(getattr(self.loss_fn, "state_dict", None)) else {}
