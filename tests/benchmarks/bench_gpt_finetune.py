@@ -28,6 +28,7 @@ from pathlib import Path
 import torch
 from machine import load, machine
 from over_seeds import imdb_test_subset, summarise
+from result_file import kept_rows, write_result
 
 from lmlib.data import load_imdb
 from lmlib.models.gpt_finetune import FinetuneTokens
@@ -51,10 +52,7 @@ def main() -> None:
 
     report = json.loads((G.CHECKPOINT_DIR / "pretrain.json").read_text())
     sha = report["sha256"][f"{G.NAME}.safetensors"]
-    previous = json.loads(RESULTS.read_text()) if RESULTS.is_file() else None
-    rows = []
-    if previous and previous["settings"] == json.loads(json.dumps(SETTINGS)) and previous["checkpoint_sha256"] == sha:
-        rows = previous["rows"]
+    rows = kept_rows(RESULTS, SETTINGS, sha)
     done = {(r["condition"], r["size"], r["seed"]) for r in rows}
 
     _, tokenizer, _ = G.load_pretrained()
@@ -86,11 +84,11 @@ def main() -> None:
                                  steps=trainer.step, train_seconds=round(seconds, 1)))
                 print(f"{condition:8s} {size:>5s} seed {seed}: accuracy {accuracy:.3f} ({trainer.step} steps, "
                       f"{seconds:.0f} s)", flush=True)
-                RESULTS.write_text(json.dumps(dict(
+                write_result(RESULTS, dict(
                     what="GPT-1 fine-tuning on IMDb: pretrained with and without the auxiliary LM loss, and from scratch",
                     command="LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/bench_gpt_finetune.py",
                     settings=SETTINGS, checkpoint_sha256=sha, machine=machine(), load=load(),
-                    rows=rows, summary=summarise(rows, ("condition", "n_labels"))), indent=1) + "\n")
+                    rows=rows, summary=summarise(rows, ("condition", "n_labels"))))
 
 
 if __name__ == "__main__":

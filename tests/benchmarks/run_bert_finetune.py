@@ -24,13 +24,13 @@ checkpoint are kept, so runs can be split across invocations.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
 import torch
 from machine import load, machine
 from over_seeds import imdb_test_subset, summarise
+from result_file import kept_rows, write_result
 
 from lmlib.data import load_imdb, load_sst2
 from lmlib.recipes import bert as B
@@ -63,10 +63,7 @@ def main() -> None:
     torch.set_num_threads(SETTINGS["threads"])
 
     sha = B.pretrain_report()["sha256"][f"{B.NAME}.safetensors"]
-    previous = json.loads(RESULTS.read_text()) if RESULTS.is_file() else None
-    rows = []
-    if previous and previous["settings"] == json.loads(json.dumps(SETTINGS)) and previous["checkpoint_sha256"] == sha:
-        rows = previous["rows"]
+    rows = kept_rows(RESULTS, SETTINGS, sha)
     done = {(r["task"], r["condition"], r["n_labels"], r["seed"]) for r in rows}
 
     _, tokenizer = B.load_pretrained()
@@ -99,12 +96,12 @@ def main() -> None:
                                  n_test=len(test_labels), steps=trainer.step, train_seconds=round(seconds, 1)))
                 print(f"{task} {condition:8s} {size:>5s} seed {seed}: accuracy {accuracy:.3f} ({trainer.step} steps, "
                       f"{seconds:.0f} s)", flush=True)
-                RESULTS.write_text(json.dumps(dict(
+                write_result(RESULTS, dict(
                     what="BERT [CLS] fine-tuning on IMDb and SST-2: the shipped IMDb BERT vs the same architecture "
                          "from random weights",
                     command="LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/run_bert_finetune.py",
                     settings=SETTINGS, checkpoint_sha256=sha, machine=machine(), load=load(),
-                    rows=rows, summary=summarise(rows, ("task", "condition", "n_labels"))), indent=1) + "\n")
+                    rows=rows, summary=summarise(rows, ("task", "condition", "n_labels"))))
 
 
 if __name__ == "__main__":

@@ -17,14 +17,13 @@ same settings and checkpoint are kept.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
 import torch
 from machine import load, machine
 from over_seeds import summarise
-from result_file import write_result
+from result_file import kept_rows, write_result
 
 from lmlib.data import load_imdb
 from lmlib.recipes import bert as B
@@ -56,10 +55,7 @@ def main() -> None:
     torch.set_num_threads(SETTINGS["threads"])
 
     sha = B.pretrain_report()["sha256"][f"{B.NAME}.safetensors"]
-    previous = json.loads(RESULTS.read_text()) if RESULTS.is_file() else None
-    rows = []
-    if previous and previous["settings"] == json.loads(json.dumps(SETTINGS)) and previous["checkpoint_sha256"] == sha:
-        rows = previous["rows"]
+    rows = kept_rows(RESULTS, SETTINGS, sha)
     done = {(r["condition"], r["lr"], r["seed"]) for r in rows}
 
     _, tokenizer = B.load_pretrained()
