@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ..runtime import map_tensors
 from .trainer import BatchResult
 
 
@@ -89,7 +90,7 @@ class StatefulLMLoss:
             rows = t.size(dim) // world_size
             return t.narrow(dim, rank * rows, rows).clone()
 
-        return {"state": _zip_tensors([whole], lambda ts: share(ts[0]))}
+        return {"state": map_tensors(whole, share)}
 
     def __call__(self, model, batch) -> BatchResult:
         x, y = batch

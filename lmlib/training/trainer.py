@@ -417,11 +417,12 @@ class Trainer:
         starts from rank 0's generators, from which the ranks split their streams as at the start."""
         from .checkpoint import load_checkpoint, set_rng_state
 
-        state = load_checkpoint(path, map_location=self.device)
+        state = load_checkpoint(path, map_location=self.device, restore_rng=False)  # one set of generators, below
         by_rank = state.get("by_rank") or [{"rng": state["rng"], "loss_fn": state.get("loss_fn", {})}]
         here = world_size() if self.distributed else 1
         me = rank() if self.distributed else 0
-        if len(by_rank) == here:
+        same_count = len(by_rank) == here
+        if same_count:
             state = {**state, "loss_fn": by_rank[me]["loss_fn"]}
         elif any(s["loss_fn"] for s in by_rank):
             regroup = getattr(self.loss_fn, "regroup_state", None)
@@ -431,9 +432,8 @@ class Trainer:
                                  f"{len(by_rank)} process(es)")
             state = {**state, "loss_fn": regroup([s["loss_fn"] for s in by_rank], me, here)}
         self.load_state_dict(state)
-        if len(by_rank) == here:
-            set_rng_state(by_rank[me]["rng"])
-        elif self.distributed:
+        set_rng_state(by_rank[me]["rng"] if same_count else state["rng"])
+        if self.distributed and not same_count:
             split_random_streams()
 
     def _loss_state(self) -> dict:
