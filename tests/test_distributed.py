@@ -9,7 +9,6 @@ torchrun would set, so that no agent kills the survivor before it can report.
 
 import datetime
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from benchmarks.local_launch import child_env, free_port, torchrun_command
 
 import lmlib
 from lmlib.models.elmo import BiLM, BiLMConfig
@@ -30,7 +30,6 @@ from lmlib.training.objectives import next_token_loss
 from lmlib.training.trainer import Callback, Trainer
 
 torch.set_num_threads(1)
-REPO = Path(__file__).resolve().parents[1]
 STREAM = torch.tensor([(7 * i + i // 5) % 23 for i in range(600)])
 GLOBAL_BATCH, STEPS_PER_EPOCH, DEATH_TIMEOUT_S = 4, 5, 3
 LAUNCH_LIMIT_S = 120  # a hard limit on every launch: a hanging run fails the test instead of the suite
@@ -150,21 +149,9 @@ def worker(mode: str, out: Path) -> None:
 
 
 # -- the one-process side (pytest) -------------------------------------------------------------------------
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def child_env(**extra) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in distributed.TORCHRUN_VARIABLES}
-    return {**env, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", **extra}
-
-
 def torchrun(mode: str, out: Path) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_addr=127.0.0.1",
-           f"--master_port={free_port()}", __file__, mode, str(out)]
-    return subprocess.run(cmd, env=child_env(), capture_output=True, text=True, timeout=LAUNCH_LIMIT_S)
+    return subprocess.run(torchrun_command(2, __file__, mode, str(out)), env=child_env(), capture_output=True,
+                          text=True, timeout=LAUNCH_LIMIT_S)
 
 
 def launch_by_hand(mode: str, out: Path) -> list[subprocess.CompletedProcess]:

@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
-import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+from benchmarks.local_launch import child_env, torchrun_command
 from safetensors.torch import load_file
 
 from lmlib import __main__ as cli
@@ -21,9 +19,7 @@ from lmlib.data import sha256_of
 from lmlib.recipes import bert, elmo, gpt, ulmfit
 from lmlib.recipes.pretraining import RESUME, PretrainError, PretrainRun, plan
 from lmlib.recipes.shipping import PRETRAINED_DIR
-from lmlib.training import distributed
 
-REPO = Path(__file__).resolve().parents[1]
 NAMES = {"gpt": "gpt_imdb", "bert": "bert_imdb", "elmo": "elmo_imdb", "awd-lstm": "awd_lstm_ptb"}
 STEPS, CRASH, EVERY = 12, 7, 4  # a crash after step 7 loses steps 5-7: the resumed run redoes them from step 4
 
@@ -179,20 +175,11 @@ def test_bf16_autocast_keeps_a_tiny_runs_losses_within_tolerance_of_float32(runs
 
 
 # -- several processes ---------------------------------------------------------------------------------------
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def torchrun(out: Path, *extra: str, model: str = "gpt") -> subprocess.CompletedProcess:
     """``python -m lmlib pretrain MODEL`` (teach, ``STEPS`` steps) in two processes under torchrun."""
-    env = {k: v for k, v in os.environ.items() if k not in distributed.TORCHRUN_VARIABLES}
-    env.update(PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_addr=127.0.0.1",
-           f"--master_port={free_port()}", "-m", "lmlib", "pretrain", model, "--preset", "teach", "--device", "cpu",
-           "--steps", str(STEPS), "--checkpoint-every", str(EVERY), "--out", str(out), *extra]
-    run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, cwd=out.parent)
+    cmd = torchrun_command(2, "-m", "lmlib", "pretrain", model, "--preset", "teach", "--device", "cpu", "--steps",
+                           str(STEPS), "--checkpoint-every", str(EVERY), "--out", str(out), *extra)
+    run = subprocess.run(cmd, env=child_env(), capture_output=True, text=True, timeout=120, cwd=out.parent)
     assert run.returncode == 0, f"torchrun failed:\n{run.stdout}\n{run.stderr[-4000:]}"
     return run
 

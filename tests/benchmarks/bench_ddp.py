@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -28,34 +26,22 @@ import tempfile
 import time
 from pathlib import Path
 
+from local_launch import REPO, child_env, torchrun_command
 from machine import load, machine
 from result_file import write_result
 
-from lmlib.training.distributed import TORCHRUN_VARIABLES
-
-REPO = Path(__file__).resolve().parents[2]
 RESULTS = Path(__file__).parent / "results" / "ddp.json"
 STEPS = {"gpt": 300, "bert": 200}
 SETUPS = {"1 process x 1 thread": (1, 1), "1 process x 2 threads": (1, 2), "2 processes x 1 thread": (2, 1)}
 ROUNDS = 3
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def run(model: str, processes: int, threads: int, out: Path) -> dict:
     """One teach-preset run; its pretrain.json."""
-    env = {k: v for k, v in os.environ.items() if k not in TORCHRUN_VARIABLES}
-    env.update(PYTHONPATH=str(REPO), OMP_NUM_THREADS=str(threads))
     args = ["-m", "lmlib", "pretrain", model, "--preset", "teach", "--device", "cpu", "--steps", str(STEPS[model]),
             "--threads", str(threads), "--out", str(out)]
-    if processes > 1:
-        args = ["-m", "torch.distributed.run", f"--nproc_per_node={processes}", "--master_addr=127.0.0.1",
-                f"--master_port={free_port()}", *args]
-    done = subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True, cwd=REPO)
+    cmd = torchrun_command(processes, *args) if processes > 1 else [sys.executable, *args]
+    done = subprocess.run(cmd, env=child_env(threads), capture_output=True, text=True, cwd=REPO)
     if done.returncode != 0:
         raise RuntimeError(f"{model} with {processes} process(es) failed:\n{done.stderr[-3000:]}")
     return json.loads((out / "pretrain.json").read_text())

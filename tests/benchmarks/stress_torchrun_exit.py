@@ -18,21 +18,16 @@ endings alternate, ``RUNS`` times each.
 from __future__ import annotations
 
 import datetime
-import os
-import socket
 import subprocess
-import sys
 import tempfile
 import textwrap
 import time
 from pathlib import Path
 
+from local_launch import child_env, torchrun_command
 from machine import load, machine
 from result_file import write_result
 
-from lmlib.training.distributed import TORCHRUN_VARIABLES
-
-REPO = Path(__file__).resolve().parents[2]
 RESULTS = Path(__file__).parent / "results" / "torchrun_exit.json"
 RUNS = 60
 ENDINGS = ("normal", "exit_distributed")
@@ -61,19 +56,10 @@ WORKER = textwrap.dedent("""
 """)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def run(script: Path, ending: str) -> str:
     """One two-process run: ``"ok"``, ``"aborted"`` or ``"failed"`` (anything else)."""
-    env = {k: v for k, v in os.environ.items() if k not in TORCHRUN_VARIABLES}
-    env.update(PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_addr=127.0.0.1",
-           f"--master_port={free_port()}", str(script), ending]
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(torchrun_command(2, str(script), ending), env=child_env(), capture_output=True, text=True,
+                          timeout=120)
     if done.returncode == 0:
         return "ok"
     return "aborted" if "SIGABRT" in done.stderr else "failed"
