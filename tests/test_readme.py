@@ -42,3 +42,24 @@ def test_distribution_is_not_the_pypi_lmlib():
 def test_binder_link_is_not_the_unrelated_repository():
     assert "mybinder.org/v2/gh/lmlib/lmlib" not in README, \
         "README.md's Binder link points at github.com/lmlib/lmlib, an unrelated project"
+
+
+@pytest.mark.parametrize("doc", ["README.md", "data/README.md"])
+def test_every_dataset_is_listed_with_its_licence_and_citation(doc):
+    """Both tables name each dataset lmlib can fetch, with the licence and citation its registry entry records."""
+    from lmlib.data import DATASETS
+
+    lines = (REPO / doc).read_text(encoding="utf-8").splitlines()
+    for ds in DATASETS.values():
+        rows = [line for line in lines if line.startswith(f"| **{ds.name}**")]
+        assert len(rows) == 1, f"{doc} has {len(rows)} table rows for the dataset {ds.name!r}, not 1"
+        assert ds.licence in rows[0], f"{doc}: the row for {ds.name!r} does not give its licence {ds.licence!r}"
+        assert ds.citation in rows[0], f"{doc}: the row for {ds.name!r} does not give its citation {ds.citation!r}"
+
+
+def test_licence_file_is_the_mit_licence_the_readme_names():
+    licence = (REPO / "LICENSE").read_text(encoding="utf-8")
+    assert licence.startswith("MIT License\n") and "Permission is hereby granted, free of charge" in licence, \
+        "LICENSE is not the MIT licence, which README.md and pyproject.toml name"
+    assert "Code: MIT" in README, "README.md no longer says the code is MIT-licensed"
+    assert 'license = { text = "MIT" }' in (REPO / "pyproject.toml").read_text(encoding="utf-8")
