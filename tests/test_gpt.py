@@ -252,10 +252,12 @@ def test_from_pretrained_offline_fails_clearly(tmp_path, monkeypatch):
         GPT.from_pretrained("gpt2", cache_dir=str(tmp_path))
 
 
-def test_hub_reachable_asks_nothing_when_offline_and_says_no_without_network(monkeypatch):
+def test_real_weights_only_when_asked_and_never_offline(monkeypatch):
+    """Nothing reaches the Hub unless the student asked (the switch or LMLIB_REAL_WEIGHTS=1); the offline
+    variables refuse before any connection; an unreachable Hub says so; only then are weights allowed."""
     import socket
 
-    from lmlib.models.state_dicts import hub_reachable
+    from lmlib.models.state_dicts import hub_reachable, real_weights
 
     calls = []
 
@@ -263,16 +265,24 @@ def test_hub_reachable_asks_nothing_when_offline_and_says_no_without_network(mon
         calls.append(address)
         raise OSError("no route to host")
 
-    monkeypatch.setattr(socket, "create_connection", refuse)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    assert hub_reachable() is False and calls == []  # the variable alone decides: no connection is tried
-    monkeypatch.delenv("HF_HUB_OFFLINE")
-    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
-    assert hub_reachable() is False and calls == [("huggingface.co", 443)]
-
     class Connection:
         def close(self):
             calls.append("closed")
 
+    for variable in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "LMLIB_REAL_WEIGHTS"):
+        monkeypatch.delenv(variable, raising=False)
     monkeypatch.setattr(socket, "create_connection", lambda address, timeout: Connection())
-    assert hub_reachable() is True and calls[-1] == "closed"
+    # Online, but not asked: no connection is even tried, also through hub_reachable (notebook cells without a switch).
+    assert real_weights() == (False, "not asked for") and hub_reachable() is False and calls == []
+    for variable in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.setenv(variable, "1")
+        allowed, why = real_weights(asked=True)
+        assert not allowed and variable in why and calls == []  # the variable alone decides
+        monkeypatch.delenv(variable)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    assert real_weights(asked=True) == (False, "huggingface.co did not answer within 2 s")
+    assert calls == [("huggingface.co", 443)]
+    monkeypatch.setattr(socket, "create_connection", lambda address, timeout: Connection())
+    assert real_weights(asked=True) == (True, "") and calls[-1] == "closed"
+    monkeypatch.setenv("LMLIB_REAL_WEIGHTS", "1")
+    assert real_weights() == (True, "") and hub_reachable() is True

@@ -3,10 +3,14 @@
 ``nn.Module.load_state_dict`` reports a size mismatch as a wall of tensor shapes. The models that ship or load
 checkpoints (GPT, BERT, ELMo's biLM) call :func:`check_state_dict` first, so a student who loads a checkpoint
 into a model built with another config is told which config field to change.
+
+Real weights from the Hugging Face Hub (GPT-2, BERT-base) load through :func:`hf_from_pretrained`, and a notebook
+asks :func:`real_weights` first: nothing is downloaded unless the student asked for it.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 
 import torch
@@ -41,20 +45,42 @@ def check_state_dict(model: nn.Module, state_dict: Mapping[str, torch.Tensor], *
                              f"{config_name} the checkpoint was saved with")
 
 
-def hub_reachable(timeout: float = 2.0) -> bool:
-    """Whether the Hugging Face Hub can be asked for weights now: False at once when HF_HUB_OFFLINE or
-    TRANSFORMERS_OFFLINE is set, else whether huggingface.co answers a TCP connection within ``timeout`` seconds
-    (so a notebook without network says so in a moment instead of waiting out transformers' retries)."""
-    import os
+REAL_WEIGHTS_VARIABLE = "LMLIB_REAL_WEIGHTS"
+HUB_OFFLINE_VARIABLES = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+
+
+def _is_set(variable: str) -> bool:
+    return os.environ.get(variable, "") not in ("", "0")
+
+
+def real_weights(asked: bool = False, timeout: float = 2.0) -> tuple[bool, str]:
+    """Whether to download real weights (GPT-2, BERT-base) from the Hugging Face Hub now, and if not, why.
+
+    Real weights are hundreds of MB to download and take a notebook's kernel to about 1.5 GB, so nothing is
+    fetched unless the student asks: ``asked=True`` (a notebook's ``LOAD_...`` switch) or ``LMLIB_REAL_WEIGHTS=1``
+    in the environment. Even then HF_HUB_OFFLINE or TRANSFORMERS_OFFLINE (``binder/start`` sets the first: Binder
+    gives a session 2 GB) refuse without touching the network, and a Hub that does not accept a TCP connection
+    within ``timeout`` seconds is reported at once instead of after transformers' retries. Only that last check
+    touches the network. Returns ``(True, "")`` or ``(False, reason)``, the reason a short phrase to print.
+    """
     import socket
 
-    if any(os.environ.get(v, "") not in ("", "0") for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")):
-        return False
+    if not (asked or _is_set(REAL_WEIGHTS_VARIABLE)):
+        return False, "not asked for"
+    for variable in HUB_OFFLINE_VARIABLES:
+        if _is_set(variable):
+            return False, f"{variable} is set, so the Hugging Face Hub is not asked"
     try:
         socket.create_connection(("huggingface.co", 443), timeout=timeout).close()
-        return True
     except OSError:
-        return False
+        return False, f"huggingface.co did not answer within {timeout:g} s"
+    return True, ""
+
+
+def hub_reachable(timeout: float = 2.0) -> bool:
+    """:func:`real_weights` without a switch, for a cell that has none: True only when ``LMLIB_REAL_WEIGHTS=1``
+    asks for real weights, no offline variable is set and huggingface.co answers within ``timeout`` seconds."""
+    return real_weights(False, timeout)[0]
 
 
 def hf_from_pretrained(class_name: str, name: str, what: str, build_instead: str, **hf_kwargs) -> nn.Module:
@@ -62,8 +88,6 @@ def hf_from_pretrained(class_name: str, name: str, what: str, build_instead: str
 
     ``what`` names the weights (``"GPT-2"``); ``build_instead`` says how to go on without them.
     """
-    import os
-
     try:
         import transformers
     except ImportError as err:
@@ -71,8 +95,7 @@ def hf_from_pretrained(class_name: str, name: str, what: str, build_instead: str
     try:
         return getattr(transformers, class_name).from_pretrained(name, **hf_kwargs)
     except OSError as err:
-        offline = os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0") or \
-            os.environ.get("TRANSFORMERS_OFFLINE", "") not in ("", "0")
+        offline = any(_is_set(v) for v in HUB_OFFLINE_VARIABLES)
         why = ("HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE is set and the weights are not in the local cache"
                if offline else "the Hugging Face Hub could not be reached and the weights are not cached")
         raise OSError(f"could not load {what} weights {name!r}: {why}. Download them once with network access "
