@@ -19,6 +19,8 @@ PRETRAIN_MODELS = {
     "bert": ("lmlib.recipes.bert", "the WordPiece and the BERT (MLM + NSP) on IMDb's unlabelled reviews"),
 }
 DEFAULT_OUT = Path("pretrained-runs")
+# the line `pretrain --help` shows for several processes; tests/test_pretrain_cli.py launches its torchrun runs with it
+TORCHRUN_EXAMPLE = "torchrun --standalone --nproc_per_node=2 -m lmlib pretrain gpt --preset teach"
 
 _ACTIONS = {
     "list": "show each dataset, its size on disk and whether all its files are present (reads no file)",
@@ -53,19 +55,25 @@ def _pretrain_parser(groups) -> None:
         description=f"Train one of the checkpoints shipped in lmlib/pretrained/ with its seeded recipe:\n{models}\n\n"
                     "With --preset full, one thread (the default) and --device cpu this is exactly the recorded run, so "
                     "it reproduces the shipped sha256 (on a CPU-only machine the default --device auto is the CPU).\n"
-                    "Under `torchrun --nproc_per_node=N python -m lmlib pretrain MODEL ...` each global batch is split "
-                    "between the N processes (data-parallel); rank 0 alone writes files.",
+                    "Every option, the device and the output folder are checked before any data is read.\n\n"
+                    f"Several processes (data-parallel: each global batch is split between them; rank 0 alone prints "
+                    f"and writes files):\n  {TORCHRUN_EXAMPLE}",
         epilog="The folder gets <name>.safetensors, its side files and pretrain.json (the recipe, metrics and every "
                "file's sha256), and, while training, resume.pt: model, optimizer, schedules, step and every random "
                "generator, rewritten atomically every --checkpoint-every steps and deleted once pretrain.json is "
-               "written. A folder holding another model's or another config's checkpoint is refused.")
+               "written. A folder holding another model's or another config's checkpoint is refused. Progress: a bar "
+               "on a terminal, else a line every tenth of the run (and at least once a minute), then a summary line.")
     p.add_argument("model", choices=list(PRETRAIN_MODELS), help="which checkpoint to train")
-    p.add_argument("--preset", choices=("teach", "full"), default="full",
-                   help="full (default): the recorded recipe, minutes to an hour on one core; teach: the same recipe "
-                        "on a sliver of the data with a tiny model and a few steps, seconds")
+    p.add_argument("--preset", choices=("teach", "full"), default=None,
+                   help="teach: the same recipe on a sliver of the data with a tiny model and a few steps, seconds; "
+                        "full: the recorded recipe, 20-52 minutes on one core, the only preset the shipped folders "
+                        "accept. Default: the LMLIB_PRESET environment variable if set, else teach, the same default "
+                        "as the notebooks, so a first try takes seconds; pass --preset full to reproduce a shipped "
+                        "checkpoint")
     p.add_argument("--out", type=Path, default=None,
-                   help=f"output folder (default {DEFAULT_OUT}/<name>). Writing into the shipped lmlib/pretrained "
-                        f"folders needs --out to name them, and the full preset")
+                   help=f"output folder, created if missing (default {DEFAULT_OUT}/<name> with the full preset, "
+                        f"{DEFAULT_OUT}/<name>-teach with teach). Writing into the shipped lmlib/pretrained folders "
+                        f"needs --out to name them, and --preset full")
     p.add_argument("--resume", action="store_true",
                    help="continue the run whose resume.pt is in the output folder (same options): the final weights "
                         "equal an uninterrupted run's bit for bit")
@@ -74,12 +82,15 @@ def _pretrain_parser(groups) -> None:
     p.add_argument("--checkpoint-every", type=int, default=None, metavar="N",
                    help="write resume.pt every N steps (default: 100 with --preset full, 10 with teach)")
     p.add_argument("--stop-after", type=int, default=None, metavar="N",
-                   help="stop after step N as if interrupted, leaving the last resume.pt (to try --resume)")
+                   help="stop after step N (counted from the start of the run, also when resuming) as if interrupted, "
+                        "leaving the last resume.pt (to try --resume); N must lie between the step resumed from and "
+                        "the last step")
     p.add_argument("--bf16", action="store_true",
                    help="run the forward pass and loss under torch.autocast(bfloat16) (CPU or CUDA); changes the "
                         "numbers, so the result no longer matches the shipped sha256")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
-                   help="auto (default): CUDA when available, else the CPU. The shipped runs used the CPU")
+                   help="auto (default): CUDA when available, else the CPU; cuda is refused at once on a machine "
+                        "without a CUDA GPU. The shipped runs used the CPU")
 
 
 def _shipped_dirs() -> set[Path]:
@@ -109,27 +120,35 @@ def _pretrain(args: argparse.Namespace) -> int:
     import torch
 
     from .recipes.pretraining import PretrainError, RunOptions, StopRequested
+    from .runtime import pick_device
     from .training.distributed import init_distributed, is_main_process
 
     module = importlib.import_module(PRETRAIN_MODELS[args.model][0])
     name = module.NAME
-    out = args.out if args.out is not None else DEFAULT_OUT / name
     try:
+        preset, chosen_by = _preset(args.preset)
+        out = args.out if args.out is not None else DEFAULT_OUT / (name if preset == "full" else f"{name}-teach")
         if out.resolve() in _shipped_dirs():
             if args.out is None:
                 raise PretrainError(f"the default folder {out} is a shipped checkpoint folder; name it with --out "
                                     f"to overwrite it")
-            if args.preset != "full" or args.steps is not None or args.bf16:
-                raise PretrainError(f"{out} holds a shipped checkpoint: only the full recorded recipe (no --steps, "
-                                    f"--preset teach or --bf16) may be written there; choose another --out")
+            if preset != "full" or args.steps is not None or args.bf16:
+                this = f"preset {preset} ({chosen_by})" if preset != "full" else "--steps or --bf16"
+                raise PretrainError(f"{out} holds a shipped checkpoint: only the full recorded recipe (--preset full, "
+                                    f"no --steps or --bf16) may be written there, this run has {this}; add "
+                                    f"--preset full or choose another --out")
         if args.threads < 1:
             raise PretrainError(f"--threads must be at least 1, got {args.threads}")
-        every = args.checkpoint_every if args.checkpoint_every is not None else 100 if args.preset == "full" else 10
+        every = args.checkpoint_every if args.checkpoint_every is not None else 100 if preset == "full" else 10
+        # checks the device (and CUDA's bf16) now; the recipe's PretrainRun checks the folder, before any data is read
         options = RunOptions(device=args.device, bf16=args.bf16, checkpoint_every=every, resume=args.resume,
                              stop_after=args.stop_after)
         torch.set_num_threads(args.threads)
-        init_distributed()  # joins the process group when torchrun started this process; else does nothing
-        report = module.pretrain(out, args.steps, preset=args.preset, run=options)
+        # joins the process group when torchrun started this process (else does nothing); gloo for CPU tensors
+        init_distributed(backend="auto" if pick_device(args.device).type == "cuda" else "gloo")
+        if is_main_process() and args.preset is None:
+            print(f"preset {preset} ({chosen_by}; --preset full trains the recorded recipe)", flush=True)
+        report = module.pretrain(out, args.steps, preset=preset, run=options)
     except PretrainError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -141,6 +160,23 @@ def _pretrain(args: argparse.Namespace) -> int:
         print(json.dumps({k: v for k, v in report.items() if k != "config"}, indent=2))
         print(f"wrote {out}")
     return 0
+
+
+def _preset(given: str | None) -> tuple[str, str]:
+    """``(preset, where it came from)``: ``--preset`` if given, else the notebooks' preset
+    (:func:`lmlib.course.presets.current`: ``LMLIB_PRESET``, else teach)."""
+    import os
+
+    from .course import presets
+    from .recipes.pretraining import PretrainError
+
+    if given is not None:
+        return given, "--preset"
+    try:
+        preset = presets.current()
+    except ValueError as err:
+        raise PretrainError(f"{err}, or pass --preset") from None
+    return preset, "from LMLIB_PRESET" if "LMLIB_PRESET" in os.environ else "the default, as in the notebooks"
 
 
 def _list(names: list[str], root) -> int:

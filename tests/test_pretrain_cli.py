@@ -3,15 +3,21 @@ steps, so every run takes seconds)."""
 
 from __future__ import annotations
 
+import io
 import json
 import math
+import os
+import re
+import shlex
 import shutil
 import subprocess
+import sys
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
 import torch
-from benchmarks.local_launch import child_env, torchrun_command
+from benchmarks.local_launch import child_env
 from safetensors.torch import load_file
 
 from lmlib import __main__ as cli
@@ -41,19 +47,31 @@ def without_timings(report: dict | Path) -> dict:
     return {k: without_timings(v) if isinstance(v, dict) else v for k, v in report.items() if "seconds" not in k}
 
 
+def captured(model: str, out: Path, *extra: str) -> dict:
+    """:func:`pretrain`'s exit code and what it printed: ``{"code", "out", "err"}`` (stderr is not a terminal here, so
+    the progress comes as plain lines)."""
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with redirect_stdout(stdout), redirect_stderr(stderr):
+        code = pretrain(model, out, *extra)
+    return {"code": code, "out": stdout.getvalue(), "err": stderr.getvalue()}
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """For gpt, bert and elmo: an uninterrupted run of STEPS steps, and one stopped after CRASH then resumed."""
+    """For gpt, bert and elmo: an uninterrupted run of STEPS steps, and one stopped after CRASH then resumed; with
+    what each of the three commands printed (``printed[model]``)."""
     root, out = tmp_path_factory.mktemp("pretrain"), {}
+    printed = {}
     for model in ("gpt", "bert", "elmo"):
         whole, resumed = root / f"{model}-whole", root / f"{model}-resumed"
         steps = ["--steps", str(STEPS), "--checkpoint-every", str(EVERY)]
-        assert pretrain(model, whole, *steps) == 0
-        assert pretrain(model, resumed, *steps, "--stop-after", str(CRASH)) == 0
+        printed[model] = [captured(model, whole, *steps), captured(model, resumed, *steps, "--stop-after", str(CRASH))]
         interrupted = {"files": sorted(p.name for p in resumed.iterdir()),
                        "step": torch.load(resumed / RESUME, weights_only=True)["step"]}
-        assert pretrain(model, resumed, *steps, "--resume") == 0
+        printed[model].append(captured(model, resumed, *steps, "--resume"))
+        assert [run["code"] for run in printed[model]] == [0, 0, 0], printed[model]
         out[model] = (whole, resumed, interrupted)
+    out["printed"] = printed
     return out
 
 
@@ -108,8 +126,12 @@ def test_help_lists_the_four_models_and_every_option(capsys):
     text = capsys.readouterr().out
     assert "{awd-lstm,elmo,gpt,bert}" in text
     for option in ("--preset", "--out", "--resume", "--steps", "--threads", "--checkpoint-every", "--stop-after",
-                   "--bf16", "--device", "torchrun", "deleted once pretrain.json"):
+                   "--bf16", "--device", "deleted once pretrain.json", "LMLIB_PRESET"):
         assert option in text
+    assert cli.TORCHRUN_EXAMPLE in text  # as the torchrun tests below launch it
+    # which preset applies when none is given, and why
+    assert ("Default: the LMLIB_PRESET environment variable if set, else teach, the same default as the notebooks, so a "
+            "first try takes seconds" in " ".join(text.split()))
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -152,12 +174,150 @@ def test_resume_with_nothing_to_resume_is_refused(runs, tmp_path, capsys):
     assert not (tmp_path / "empty").exists()
 
 
-def test_the_shipped_folders_are_written_only_by_the_full_recipe_named_with_out(capsys):
+def test_the_shipped_folders_are_written_only_by_the_full_recipe_named_with_out(capsys, monkeypatch):
     before = (gpt.CHECKPOINT_DIR / "pretrain.json").read_bytes()
     assert pretrain("gpt", gpt.CHECKPOINT_DIR) == 2
     assert "holds a shipped checkpoint: only the full recorded recipe" in capsys.readouterr().err
+    monkeypatch.delenv("LMLIB_PRESET", raising=False)  # the default preset, teach, is refused there by name
+    assert cli.main(["pretrain", "gpt", "--device", "cpu", "--out", str(gpt.CHECKPOINT_DIR)]) == 2
+    assert ("this run has preset teach (the default, as in the notebooks); add --preset full or choose another --out"
+            in capsys.readouterr().err)
     assert (gpt.CHECKPOINT_DIR / "pretrain.json").read_bytes() == before
     assert cli.DEFAULT_OUT.resolve() != PRETRAINED_DIR.resolve() and not cli.DEFAULT_OUT.is_absolute()
+
+
+# -- every option checked before any work ---------------------------------------------------------------------
+@pytest.fixture
+def no_work(monkeypatch):
+    """Each recipe's first reading of data fails the test: a refused run must stop before it (and so before any
+    tokenizer is trained)."""
+    def work(*args, **kwargs):
+        raise AssertionError("the run read data before refusing its options")
+
+    for module, first in ((gpt, "unsup_split"), (bert, "unsup_split"), (elmo, "unsup_sentences"),
+                          (ulmfit, "ptb_vocab")):
+        monkeypatch.setattr(module, first, work)
+
+
+def refused(capsys, argv: list[str]) -> str:
+    """Run ``python -m lmlib`` with ``argv``; it must exit with status 2 and one line on stderr, which is returned."""
+    code = cli.main(argv)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert len(err.splitlines()) == 1 and err.startswith("error: "), err
+    return err.strip()
+
+
+def unwritable(tmp_path: Path) -> Path:
+    """A folder name where this process may not create anything."""
+    if os.geteuid() != 0:
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o555)
+        return locked / "out"
+    if not Path("/sys/kernel").is_dir():  # root writes wherever permissions allow; sysfs refuses new folders
+        pytest.skip("running as root on a system without sysfs: no unwritable folder to try")
+    return Path("/sys/kernel/lmlib-pretrain-test")
+
+
+BAD = {  # case -> (extra arguments, the message, in part); {out} is the --out given
+    "cuda without CUDA": (["--device", "cuda"], "error: --device cuda, but PyTorch sees no CUDA GPU on this machine"),
+    "--out is a file": ([], "error: --out {out} is a file, not a folder: name a folder"),
+    "--out under a file": ([], "error: --out {out} cannot be created: {file} is a file, not a folder"),
+    "--out unwritable": ([], "error: --out {out} is not writable"),
+    "--stop-after at the last step": (["--steps", "6", "--stop-after", "6"],
+                                      "error: --stop-after 6 is not before the run's last step (6)"),
+    "--stop-after 0": (["--stop-after", "0"], "error: --stop-after must be at least 1, got 0"),
+    "--checkpoint-every 0": (["--checkpoint-every", "0"], "error: --checkpoint-every must be at least 1, got 0"),
+    "--steps 0": (["--steps", "0"], "error: steps must be at least 1, got 0"),
+    "--threads 0": (["--threads", "0"], "error: --threads must be at least 1, got 0"),
+}
+
+
+@pytest.mark.parametrize("model", list(NAMES))
+@pytest.mark.parametrize("case", list(BAD))
+def test_a_bad_option_is_refused_in_one_line_before_any_work_and_nothing_is_written(no_work, monkeypatch, tmp_path,
+                                                                                     capsys, model, case):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # as on a machine without CUDA (also on one with)
+    file = tmp_path / "a-file"
+    file.write_text("not a folder")
+    out = {"--out is a file": file, "--out under a file": file / "out",
+           "--out unwritable": unwritable(tmp_path) if case == "--out unwritable" else None}.get(case, tmp_path / "out")
+    before = {p: p.read_bytes() if p.is_file() else None for p in tmp_path.rglob("*")}
+    extra, message = BAD[case]
+    line = refused(capsys, ["pretrain", model, "--preset", "teach", "--device", "cpu", "--out", str(out), *extra])
+    assert message.format(out=out, file=file) in line
+    assert {p: p.read_bytes() if p.is_file() else None for p in tmp_path.rglob("*")} == before  # nothing written
+    assert not out.exists() or out == file
+
+
+def test_a_bad_lmlib_preset_is_refused_by_name(no_work, monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("LMLIB_PRESET", "huge")
+    line = refused(capsys, ["pretrain", "gpt", "--device", "cpu", "--out", str(tmp_path / "out")])
+    assert line == "error: LMLIB_PRESET='huge' is not a preset; use one of teach, full, or pass --preset"
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("variable, preset, said", [
+    (None, "teach", "preset teach (the default, as in the notebooks; --preset full trains the recorded recipe)"),
+    ("teach", "teach", "preset teach (from LMLIB_PRESET; --preset full trains the recorded recipe)"),
+    (" Full", "full", "preset full (from LMLIB_PRESET; --preset full trains the recorded recipe)"),
+])
+def test_without_preset_the_notebooks_preset_applies(monkeypatch, capsys, variable, preset, said):
+    calls = []
+    monkeypatch.setattr(gpt, "pretrain", lambda out, steps, preset, run: calls.append((out, preset)))
+    if variable is None:
+        monkeypatch.delenv("LMLIB_PRESET", raising=False)
+    else:
+        monkeypatch.setenv("LMLIB_PRESET", variable)
+    assert cli.main(["pretrain", "gpt", "--device", "cpu"]) == 0
+    folder = "gpt_imdb" if preset == "full" else "gpt_imdb-teach"  # a teach run does not take the full run's folder
+    assert calls == [(cli.DEFAULT_OUT / folder, preset)]
+    assert capsys.readouterr().out.splitlines() == [said]
+    assert cli.main(["pretrain", "gpt", "--device", "cpu", "--preset", "teach"]) == 0  # --preset wins, said by itself
+    assert calls[-1] == (cli.DEFAULT_OUT / "gpt_imdb-teach", "teach") and capsys.readouterr().out == ""
+
+
+def test_stop_after_is_a_step_of_the_whole_run_also_when_resuming(runs, tmp_path, capsys):
+    out, steps = tmp_path / "run", ("--steps", str(STEPS), "--checkpoint-every", "2")
+    assert pretrain("gpt", out, *steps, "--stop-after", "3") == 0
+    assert "stopped after step 3 as asked" in capsys.readouterr().err
+    assert torch.load(out / RESUME, weights_only=True)["step"] == 2
+    assert pretrain("gpt", out, *steps, "--resume", "--stop-after", "7") == 0  # steps 3 to 7, not 3 to 9
+    shown = capsys.readouterr()
+    assert "stopped after step 7 as asked" in shown.err
+    assert "gpt_imdb: 5 steps (3-7 of 12)" in shown.out
+    assert torch.load(out / RESUME, weights_only=True)["step"] == 6
+    # a step the resumed run has already passed is refused, and resume.pt is left as it was
+    before = (out / RESUME).read_bytes()
+    line = refused(capsys, ["pretrain", "gpt", "--preset", "teach", "--device", "cpu", "--out", str(out), *steps,
+                            "--resume", "--stop-after", "6"])
+    assert line == (f"error: --stop-after 6, but {out / RESUME} resumes after step 6: choose a step above 6, or leave "
+                    f"out --stop-after")
+    assert (out / RESUME).read_bytes() == before
+    assert pretrain("gpt", out, *steps, "--resume") == 0  # stopped twice, the same bytes as in one go
+    weights = "gpt_imdb.safetensors"
+    assert (out / weights).read_bytes() == (runs["gpt"][0] / weights).read_bytes()
+
+
+# -- progress -------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("model", ["gpt", "bert", "elmo"])
+def test_progress_shows_every_tenth_with_tokens_per_second_and_eta_then_one_summary_line(runs, model):
+    whole, stopped, resumed = runs["printed"][model]
+    name, tokens = NAMES[model], json.loads((runs[model][0] / "pretrain.json").read_text())["tokens_seen"]
+    # not a terminal: plain lines (no carriage returns), a tenth of 12 steps being one step
+    lines = [line for line in whole["err"].splitlines() if line.startswith(f"{name}: step ")]
+    assert "\r" not in whole["err"] and len(lines) == STEPS
+    for step, line in enumerate(lines, 1):
+        assert re.fullmatch(rf"{name}: step {step}/{STEPS} \(\d+%\)  loss \d+\.\d{{3}}  [\d,]+ tokens/s  "
+                            rf"\d+:\d\d elapsed, ETA \d+:\d\d", line), line
+    # the summary counts the tokens the report counts
+    summary = rf"{name}: {STEPS} steps \(1-{STEPS} of {STEPS}\), {tokens:,} tokens in [\d.]+ s, [\d,]+ tokens/s; " \
+              rf"loss at the last step \d+\.\d{{3}}"
+    assert len([line for line in whole["out"].splitlines() if re.fullmatch(summary, line)]) == 1, whole["out"]
+    # a run stopped after step CRASH sums up its steps; resumed from the checkpoint at EVERY, its own stretch
+    assert f"{name}: {CRASH} steps (1-{CRASH} of {STEPS}), " in stopped["out"]
+    assert f"{name}: {STEPS - EVERY} steps ({EVERY + 1}-{STEPS} of {STEPS}), " in resumed["out"]
+    assert f"{name}: step {EVERY + 1}/{STEPS}" in resumed["err"] and f"step {EVERY}/{STEPS}" not in resumed["err"]
 
 
 # -- bf16 ----------------------------------------------------------------------------------------------------
@@ -176,9 +336,14 @@ def test_bf16_autocast_keeps_a_tiny_runs_losses_within_tolerance_of_float32(runs
 
 # -- several processes ---------------------------------------------------------------------------------------
 def torchrun(out: Path, *extra: str, model: str = "gpt") -> subprocess.CompletedProcess:
-    """``python -m lmlib pretrain MODEL`` (teach, ``STEPS`` steps) in two processes under torchrun."""
-    cmd = torchrun_command(2, "-m", "lmlib", "pretrain", model, "--preset", "teach", "--device", "cpu", "--steps",
-                           str(STEPS), "--checkpoint-every", str(EVERY), "--out", str(out), *extra)
+    """``python -m lmlib pretrain MODEL`` (teach, ``STEPS`` steps) in two processes, launched as the torchrun line of
+    ``pretrain --help`` (:data:`~lmlib.__main__.TORCHRUN_EXAMPLE`) is written, with this virtual environment's
+    ``torchrun``: only the model and the options after it differ."""
+    words = shlex.split(cli.TORCHRUN_EXAMPLE)
+    at = words.index("pretrain") + 1  # the model follows, then the example's options
+    assert words[0] == "torchrun" and words[at] == "gpt"
+    cmd = [str(Path(sys.executable).with_name("torchrun")), *words[1:at], model, *words[at + 1:], "--device", "cpu",
+           "--steps", str(STEPS), "--checkpoint-every", str(EVERY), "--out", str(out), *extra]
     run = subprocess.run(cmd, env=child_env(), capture_output=True, text=True, timeout=120, cwd=out.parent)
     assert run.returncode == 0, f"torchrun failed:\n{run.stdout}\n{run.stderr[-4000:]}"
     return run
@@ -198,6 +363,12 @@ def test_two_processes_under_torchrun_train_the_same_gpt_as_one(runs, tmp_path):
     out = tmp_path / "ddp"
     run = torchrun(out)
     assert run.stdout.count(f"wrote {out}") == 1  # rank 0 alone wrote and reported
+    # and alone printed: the data line, the progress (plain lines: not a terminal) and the summary, with tokens of
+    # both processes' shares
+    assert run.stdout.count("tokenizer: ") == 1
+    assert run.stderr.count(f"gpt_imdb: step {STEPS}/{STEPS} (100%)") == 1
+    tokens = json.loads((out / "pretrain.json").read_text())["tokens_seen"]
+    assert run.stdout.count(f"gpt_imdb: {STEPS} steps (1-{STEPS} of {STEPS}), {tokens:,} tokens in ") == 1
     single, double = runs["gpt"][0], out
     report = json.loads((double / "pretrain.json").read_text())
     assert report["run"] == {"device": "cpu", "bf16": False, "world_size": 2}

@@ -1,6 +1,8 @@
 """The Trainer and its callbacks: learning, reproducibility, resuming, and each callback against its definition."""
 
+import io
 import math
+import re
 
 import pytest
 import torch
@@ -18,6 +20,7 @@ from lmlib.training.callbacks import (
     MaxSteps,
     ProgressBar,
     Regularizer,
+    StepProgress,
     TimeBudget,
     freeze,
     unfreeze,
@@ -315,3 +318,45 @@ def test_progress_bar_counts_every_batch_of_every_epoch(capsys, monkeypatch):
     assert "epoch 1" in shown and "epoch 2" in shown
     assert shown.count("10/10") >= 2, "each epoch's bar reaches its total"
     assert "loss=" in shown
+
+
+def test_step_progress_off_a_terminal_writes_a_line_every_tenth_then_sums_up():
+    log = io.StringIO()  # not a terminal, as a CI log or a notebook's output
+    progress = StepProgress(20, tokens=lambda batch: batch.x.numel(), desc="tiny", file=log)
+    make_trainer([progress]).fit(lambda epoch: blocks(epoch) + blocks(epoch + 1))  # 20 batches of 4 x 8 tokens
+    lines = log.getvalue().splitlines()
+    assert "\r" not in log.getvalue()
+    assert [line.split()[2] for line in lines] == [f"{step}/20" for step in range(2, 21, 2)]
+    assert re.fullmatch(r"tiny: step 20/20 \(100%\)  loss \d\.\d{3}  [\d,]+ tokens/s  0:\d\d elapsed, ETA 0:00", lines[-1])
+    assert re.fullmatch(r"tiny: 20 steps \(1-20 of 20\), 640 tokens in \d+\.\d s, [\d,]+ tokens/s; "
+                        r"loss at the last step \d\.\d{3}", progress.summary())
+    # at least every every_s seconds as well: here every step
+    log = io.StringIO()
+    make_trainer([StepProgress(20, desc="tiny", file=log, every_s=1e-9)]).fit(lambda epoch: blocks(0) + blocks(1))
+    assert len(log.getvalue().splitlines()) == 20 and "20 steps  0:" in log.getvalue()  # no tokens: steps counted
+
+
+def test_step_progress_on_a_terminal_is_a_tqdm_bar_with_tokens_per_second_and_eta(monkeypatch):
+    import functools
+
+    import tqdm
+    import tqdm.std
+
+    from lmlib.training import callbacks
+
+    monkeypatch.setattr(tqdm, "tqdm", functools.partial(tqdm.std.tqdm, disable=False))  # the tests silence bars
+    monkeypatch.setattr(callbacks, "_terminal_columns", lambda stream: 100)  # as if the stream were a terminal
+    screen = io.StringIO()
+    progress = StepProgress(10, tokens=lambda batch: batch.x.numel(), desc="tiny", file=screen)
+    trainer = make_trainer([progress])
+    trainer.fit(blocks)
+    drawn = screen.getvalue().split("\r")
+    assert len(drawn) > 2 and progress.bar is None  # redrawn in place, closed at the end
+    last = drawn[-1].strip()
+    assert re.fullmatch(r"tiny: 100%\|[█#]+\| 10/10 \[\d\d:\d\d<00:00, +[\d.]+(step/s|s/step), loss \d\.\d{3}, "
+                        r"[\d,]+ tokens/s\]", last), last
+    # a resumed run starts the bar at its step and counts its rate and time left from there
+    screen.truncate(0)
+    trainer.fit(blocks)  # 10 more steps: steps 11-20 of a 20-step run
+    progress.total = 20
+    assert progress.first_step == 10 and progress.summary().startswith("tiny: 10 steps (11-20 of 20), 320 tokens")

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -41,7 +42,7 @@ from ..models.gpt_finetune import head_and_tail
 from ..runtime import eval_mode, seed_everything
 from ..text.bert_data import IGNORE_INDEX, PretrainingBatch, SentencePair, SpecialIds, pretraining_batch, sentence_pairs
 from ..text.tokenizers import WordPiece
-from ..training.callbacks import GradientClipping, LRSchedule, PrintEvery
+from ..training.callbacks import GradientClipping, LRSchedule
 from ..training.distributed import mean_over_ranks
 from ..training.schedules import weight_decay_groups
 from ..training.trainer import BatchResult, Callback, Trainer, to_device
@@ -186,11 +187,14 @@ class HeldOutCurve(Callback):
         self.rows: list[dict] = []
 
     def on_batch_end(self, trainer: Trainer, loss: float) -> None:
+        from tqdm import tqdm
+
         if trainer.step % self.every == 0 or trainer.step == self.total:
             row = {"step": trainer.step, **evaluate_pretraining(trainer.model, self.pairs, self.specials, **self.kwargs)}
             self.rows.append(row)
-            print(f"step {row['step']}  held-out MLM loss {row['mlm_loss']:.3f} (accuracy {row['mlm_accuracy']:.1%})  "
-                  f"NSP loss {row['nsp_loss']:.3f} (accuracy {row['nsp_accuracy']:.1%})", flush=True)
+            tqdm.write(f"step {row['step']}  held-out MLM loss {row['mlm_loss']:.3f} (accuracy {row['mlm_accuracy']:.1%})  "
+                       f"NSP loss {row['nsp_loss']:.3f} (accuracy {row['nsp_accuracy']:.1%})", file=sys.stdout)
+            sys.stdout.flush()  # a line between the redraws of a progress bar (tqdm.write clears and redraws it)
 
     def state_dict(self) -> dict:
         return {"rows": self.rows}  # a resumed run reports the whole curve
@@ -224,8 +228,9 @@ def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full"
     pairs = sentence_pairs(documents, seed=recipe["seed"])
     valid = heldout_pairs(tokenizer, valid_texts, recipe["valid_pairs"], recipe["valid_seed"])
     n_sentences = sum(len(d) for d in documents)
-    print(f"tokenizer: {len(tokenizer)} tokens in {tokenizer_seconds:.0f} s; {n_sentences:,} training sentences, "
-          f"{len(pairs):,} pairs; {len(valid)} held-out pairs", flush=True)
+    if job.writes:  # rank 0 alone under torchrun
+        print(f"tokenizer: {len(tokenizer)} tokens in {tokenizer_seconds:.0f} s; {n_sentences:,} training sentences, "
+              f"{len(pairs):,} pairs; {len(valid)} held-out pairs", flush=True)
 
     config = BertConfig(vocab_size=len(tokenizer), pad_id=specials.pad, **model_config)
     model = Bert(config)
@@ -235,7 +240,7 @@ def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full"
                          mask_rate=recipe["mask_rate"], seed=recipe["valid_seed"])
     trainer = Trainer(model, opt, pretraining_loss,
                       [LRSchedule(lambda t: warmup_linear(t, T, warmup)), GradientClipping(recipe["clip"]),
-                       PrintEvery(100), curve], **job.trainer_options())
+                       job.progress(lambda batch: int(batch.attention_mask.sum())), curve], **job.trainer_options())
     tokens_seen = [0]
 
     def batches(epoch: int):

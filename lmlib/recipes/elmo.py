@@ -35,7 +35,7 @@ from ..data import load_imdb
 from ..models.elmo import BiLM, BiLMConfig, ScalarMix, elmo_representations, encode_sentences, encode_word_ids
 from ..runtime import eval_mode, seed_everything
 from ..text.vocab import SPECIALS, UNK, Vocab
-from ..training.callbacks import GradientClipping, PrintEvery
+from ..training.callbacks import GradientClipping
 from ..training.distributed import mean_over_ranks
 from ..training.schedules import WarmupCosine
 from ..training.trainer import Trainer
@@ -158,8 +158,8 @@ def evaluate_bilm(model: BiLM, sentences: Sequence[Sequence[str]], vocab: Vocab,
             "predicted_words": n_words}
 
 
-def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full", run: RunOptions | None = None,
-             print_every: int = 100) -> dict | None:
+def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full",
+             run: RunOptions | None = None) -> dict | None:
     """Train the biLM with the seeded ``PRETRAIN_RECIPE`` (``preset="teach"``: ``PRETRAIN_TEACH``); write the
     checkpoint to ``out_dir``. ``run`` says how (:class:`~lmlib.recipes.pretraining.RunOptions`: device, bf16,
     resumable checkpoints). Returns the report, or None on a rank other than 0 under torchrun."""
@@ -174,15 +174,18 @@ def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full"
     n_words = sum(len(s) for s in train)
     counts = Counter(w.lower() for s in train for w in s)
     coverage = sum(counts[w] for w in vocab.itos if w in counts) / n_words
-    print(f"data: {len(train):,} train sentences ({n_words:,} words), {len(valid):,} held-out; vocabulary "
-          f"{len(vocab):,} covers {coverage:.1%} of train words; {time.perf_counter() - start:.0f} s", flush=True)
+    if job.writes:  # rank 0 alone under torchrun
+        print(f"data: {len(train):,} train sentences ({n_words:,} words), {len(valid):,} held-out; vocabulary "
+              f"{len(vocab):,} covers {coverage:.1%} of train words; {time.perf_counter() - start:.0f} s", flush=True)
 
     config = BiLMConfig(vocab_size=len(vocab), **model_config)
     model = BiLM(config)
     opt = torch.optim.Adam(model.parameters(), lr=recipe["lr"])
+    pad = vocab.stoi[SPECIALS[0]]
     trainer = Trainer(model, opt, bilm_loss,
                       [WarmupCosine(recipe["steps"], recipe["warmup"], recipe["min_ratio"]),
-                       GradientClipping(recipe["clip"]), PrintEvery(print_every)], **job.trainer_options())
+                       GradientClipping(recipe["clip"]), job.progress(lambda batch: int((batch[1] != pad).sum()))],
+                      **job.trainer_options())
     start = time.perf_counter()
     tokens = [0]
 

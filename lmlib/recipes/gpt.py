@@ -27,7 +27,7 @@ from ..models.gpt import GPT, GPTConfig
 from ..models.gpt_finetune import FinetuneTokens, GPTClassifier, classification_input, finetune_batches
 from ..runtime import eval_mode, seed_everything
 from ..text.tokenizers import SPECIAL_TOKENS, ByteLevelBPE
-from ..training.callbacks import GradientClipping, PrintEvery
+from ..training.callbacks import GradientClipping
 from ..training.objectives import gpt_finetune_loss, next_token_loss
 from ..training.schedules import WarmupCosine, weight_decay_groups
 from ..training.trainer import Trainer, evaluate
@@ -120,15 +120,17 @@ def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full"
                                    min_frequency=tokenizer_recipe["min_frequency"], special_tokens=GPT_SPECIALS)
     tokenizer_seconds = time.perf_counter() - start
     train_stream, valid_stream = encode_stream(tokenizer, train_texts), encode_stream(tokenizer, valid_texts)
-    print(f"tokenizer: {len(tokenizer)} tokens in {tokenizer_seconds:.0f} s; train stream {train_stream.numel():,} "
-          f"tokens, held-out {valid_stream.numel():,}", flush=True)
+    if job.writes:  # rank 0 alone under torchrun
+        print(f"tokenizer: {len(tokenizer)} tokens in {tokenizer_seconds:.0f} s; train stream "
+              f"{train_stream.numel():,} tokens, held-out {valid_stream.numel():,}", flush=True)
 
     config = GPTConfig(vocab_size=len(tokenizer), **model_config)
     model = GPT(config)
     opt = torch.optim.AdamW(weight_decay_groups(model, recipe["weight_decay"]), lr=recipe["lr"], betas=recipe["betas"])
     trainer = Trainer(model, opt, next_token_loss,
                       [WarmupCosine(recipe["steps"], recipe["warmup"], recipe["min_ratio"]),
-                       GradientClipping(recipe["clip"]), PrintEvery(100)], **job.trainer_options())
+                       GradientClipping(recipe["clip"]), job.progress(lambda batch: batch[0].numel())],
+                      **job.trainer_options())
     start = time.perf_counter()
     job.fit(trainer, lambda epoch: random_windows(train_stream, config.block_size, recipe["batch_size"],
                                                   recipe["steps"], recipe["seed"]))

@@ -21,12 +21,20 @@ function states *what* is computed (data, model, optimizer, schedule), a :class:
   finished in one process, or the other way round): the global batches are the same, so it follows the same
   steps up to float rounding, not bit for bit; ``pretrain.json`` then lists the process counts in ``run``.
 * **bf16**: ``torch.autocast(device, torch.bfloat16)`` around the forward pass and the loss.
+* **checked first**: the device (CUDA present and, with bf16, able to run it), the output folder (a folder, or a place
+  one can be created, that this process can write to), what the folder already holds, and ``stop_after`` (inside
+  the run, after the step it resumes from) are checked when :class:`RunOptions` and :class:`PretrainRun` are built,
+  before a recipe reads data or trains a tokenizer; each failure is a :class:`PretrainError` that says what to do.
+* **progress** (:meth:`PretrainRun.progress`): a tqdm bar of the steps with the loss, tokens/s and the time left
+  (plain lines when the output is not a terminal, rank 0 only), then one summary line; it only prints, so the
+  numbers a run computes are the same with it or without it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +43,7 @@ from typing import Any
 import torch
 
 from ..runtime import pick_device
+from ..training.callbacks import StepProgress
 from ..training.distributed import is_distributed, is_main_process, shard_batches, world_size
 from ..training.trainer import Callback, Trainer
 from .shipping import REPORT
@@ -67,7 +76,23 @@ class RunOptions:
         for field in ("checkpoint_every", "stop_after"):
             value = getattr(self, field)
             if value is not None and value < 1:
-                raise PretrainError(f"{field.replace('_', '-')} must be at least 1, got {value}")
+                raise PretrainError(f"--{field.replace('_', '-')} must be at least 1, got {value}")
+        if self.device not in ("auto", "cpu", "cuda"):
+            raise PretrainError(f"unknown device {self.device!r}: use auto, cpu or cuda")
+        if self.device == "cuda":
+            if not torch.cuda.is_available():
+                build = "a CPU-only build" if torch.version.cuda is None else f"built for CUDA {torch.version.cuda}"
+                raise PretrainError(f"--device cuda, but PyTorch sees no CUDA GPU on this machine (torch "
+                                    f"{torch.__version__}, {build}): use --device cpu, or install a CUDA build of "
+                                    f"torch on a machine with an NVIDIA GPU")
+            processes = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+            if processes > torch.cuda.device_count():
+                raise PretrainError(f"--device cuda with {processes} processes on this machine, but it has "
+                                    f"{torch.cuda.device_count()} GPU(s): one process per GPU, so start torchrun "
+                                    f"with --nproc_per_node={torch.cuda.device_count()}")
+        if self.bf16 and pick_device(self.device).type == "cuda" and not torch.cuda.is_bf16_supported():
+            raise PretrainError(f"--bf16, but this GPU ({torch.cuda.get_device_name()}) cannot compute in bfloat16: "
+                                f"leave out --bf16")
 
 
 def plan(preset: str, steps: int | None, recipe: Mapping, config: Mapping, teach: Mapping,
@@ -108,7 +133,8 @@ class _RunControl(Callback):
 class PretrainRun:
     """One run of a recipe writing to ``out_dir``. ``meta`` (the recipe, config and tokenizer recipe) identifies
     it: a folder whose ``pretrain.json`` or ``resume.pt`` records another model or other values is refused before any
-    work starts, and so is ``resume`` with no ``resume.pt`` to resume from."""
+    work starts, and so are a folder this process cannot write, ``resume`` with no ``resume.pt`` to resume from, and a
+    ``stop_after`` that is not inside the steps still to take."""
 
     def __init__(self, name: str, out_dir: str | Path, meta: Mapping, options: RunOptions | None = None):
         self.name, self.out_dir = name, Path(out_dir)
@@ -117,6 +143,7 @@ class PretrainRun:
         self.resume_path = self.out_dir / RESUME
         self.world_sizes = [world_size()]  # one entry per stretch of the run; more than one after a resume elsewhere
         self.resumed_from_world_size: int | None = None  # the process count that wrote the resume.pt being resumed
+        self._progress: StepProgress | None = None
         self._check_out_dir()
 
     # -- the folder ------------------------------------------------------------------------------------------
@@ -132,8 +159,37 @@ class PretrainRun:
                 wrong.append(f"{k}: {json.dumps(there)} there, {json.dumps(now)} now")
         return wrong
 
+    def _check_writable(self) -> None:
+        """The output folder is a folder, or can be created, and this process may write there: refused otherwise,
+        before any work. The test creates an empty temporary folder beside where the files go and removes it."""
+        out = self.out_dir
+        if out.exists() and not out.is_dir():
+            raise PretrainError(f"--out {out} is a file, not a folder: name a folder (it is created if missing)")
+        place = next(p for p in (out.absolute(), *out.absolute().parents) if p.exists())
+        if not place.is_dir():
+            raise PretrainError(f"--out {out} cannot be created: {place} is a file, not a folder; choose another "
+                                f"--out")
+        try:
+            os.rmdir(tempfile.mkdtemp(prefix=".lmlib-write-test-", dir=place))
+        except OSError as err:
+            raise PretrainError(f"--out {out} is not writable ({place}: {err.strerror}): choose a folder you can "
+                                f"write to") from None
+
+    def _check_stop_after(self, resumed_at: int) -> None:
+        stop, steps = self.options.stop_after, self.meta["recipe"]["steps"]
+        if stop is None:
+            return
+        if stop >= steps:
+            raise PretrainError(f"--stop-after {stop} is not before the run's last step ({steps}): the run would end "
+                                f"normally; choose a step below {steps}")
+        if stop <= resumed_at:
+            raise PretrainError(f"--stop-after {stop}, but {self.resume_path} resumes after step {resumed_at}: choose "
+                                f"a step above {resumed_at}, or leave out --stop-after")
+
     def _check_out_dir(self) -> None:
+        self._check_writable()
         out, report_path = self.out_dir, self.out_dir / REPORT
+        resumed_at = 0
         if report_path.is_file():
             report = json.loads(report_path.read_text())
             weights = [f for f in report.get("sha256", {}) if f.endswith(".safetensors")]
@@ -162,6 +218,7 @@ class PretrainRun:
             if not self.options.resume:
                 raise PretrainError(f"{self.resume_path} holds this run, unfinished at step {saved['step']}: pass "
                                     f"--resume to continue it, or delete the file to start over")
+            resumed_at = int(saved["step"])
             earlier = saved.get("world_sizes", [recorded["world_size"]])
             self.resumed_from_world_size = earlier[-1]
             self.world_sizes = earlier if earlier[-1] == world_size() else [*earlier, world_size()]
@@ -169,15 +226,23 @@ class PretrainRun:
             finished = f" (the run there finished: {REPORT} is present)" if report_path.is_file() else ""
             raise PretrainError(f"nothing to resume: there is no {RESUME} in {out}{finished}. A run writes it every "
                                 f"--checkpoint-every steps; start without --resume")
+        self._check_stop_after(resumed_at)
 
     # -- training --------------------------------------------------------------------------------------------
     def trainer_options(self) -> dict:
         """The Trainer's ``device`` and ``autocast`` for this run."""
         return {"device": self.options.device, "autocast": torch.bfloat16 if self.options.bf16 else None}
 
+    def progress(self, tokens: Callable[[Any], int]) -> StepProgress:
+        """The run's progress display (a Trainer callback; :class:`~lmlib.training.callbacks.StepProgress`) over the
+        recipe's steps; ``tokens(batch)`` counts one batch's tokens. :meth:`fit` prints its summary line."""
+        self._progress = StepProgress(self.meta["recipe"]["steps"], tokens, desc=self.name)
+        return self._progress
+
     def fit(self, trainer: Trainer, batches: Callable[[int], Any]) -> Trainer:
         """One epoch of ``batches`` (a function ``epoch -> batches``, each the global batch), split between the ranks
-        under torchrun, with the periodic checkpoint; after loading ``resume.pt`` when resuming."""
+        under torchrun, with the periodic checkpoint; after loading ``resume.pt`` when resuming. Then, on rank 0, the
+        summary line of :meth:`progress` (also when the run stops after ``stop_after``)."""
         trainer.callbacks.append(_RunControl(self))
         if self.options.resume:
             trainer.load_checkpoint(self.resume_path)  # also restores every global random generator
@@ -187,8 +252,21 @@ class PretrainRun:
                     print(f"note: written by {self.resumed_from_world_size} process(es), continued by {world_size()}: "
                           f"the same global batches, so the same steps up to float rounding (not bit for bit)",
                           flush=True)
-        trainer.fit(shard_batches(batches) if is_distributed() else batches, epochs=1)
+        try:
+            trainer.fit(shard_batches(batches) if is_distributed() else batches, epochs=1)
+        except StopRequested:
+            self._summarize()
+            raise
+        finally:
+            if self._progress is not None:
+                self._progress.close()
+        self._summarize()
         return trainer
+
+    def _summarize(self) -> None:
+        if self._progress is not None and self.writes:
+            self._progress.close()
+            print(self._progress.summary(), flush=True)
 
     @property
     def writes(self) -> bool:

@@ -95,7 +95,7 @@ def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full"
     opt = torch.optim.Adam(model.parameters(), lr=recipe["eta_max"], betas=recipe["betas"])
     trainer = Trainer(model, opt, StatefulLMLoss(state_batch_dim=1),
                       [STLR(recipe["steps"], recipe["cut_frac"], recipe["ratio"]), GradientClipping(recipe["clip"]),
-                       PrintEvery(25)], **job.trainer_options())
+                       job.progress(lambda batch: batch.x.numel())], **job.trainer_options())
     start = time.perf_counter()
     job.fit(trainer, lambda epoch: batches)
     train_seconds = time.perf_counter() - start

@@ -1,20 +1,23 @@
 """Callbacks for :class:`lmlib.training.trainer.Trainer`: schedules, clipping, regularizers, freezing, stopping, display.
 
 Under data-parallel training (:mod:`lmlib.training.distributed`) every rank runs the callbacks that change training,
-so the ranks stay in step; the ones that only print, draw, record or write files (``PrintEvery``, ``ProgressBar``,
-``LivePlot``, ``Checkpoint``, ``History``) say ``main_process_only = True`` and run on rank 0 alone.
+so the ranks stay in step; the ones that only print, draw or record (``PrintEvery``, ``ProgressBar``, ``StepProgress``,
+``LivePlot``, ``History``) say ``main_process_only = True`` and run on rank 0 alone.
 """
 
 from __future__ import annotations
 
 import copy
 import math
+import os
+import sys
 import time
 from collections.abc import Callable, Sequence
 
 import torch
 from torch import nn
 
+from .distributed import world_size
 from .trainer import Callback, EvalResult, Trainer
 
 
@@ -234,6 +237,112 @@ class ProgressBar(Callback):
 
     def on_epoch_end(self, trainer: Trainer, logs: dict[str, float]) -> None:
         self.bar.close()
+
+
+def _clock(seconds: float) -> str:
+    """``seconds`` as ``m:ss``, or ``h:mm:ss`` from an hour on."""
+    minutes, s = divmod(int(round(seconds)), 60)
+    hours, m = divmod(minutes, 60)
+    return f"{hours}:{m:02d}:{s:02d}" if hours else f"{m}:{s:02d}"
+
+
+def _terminal_columns(stream) -> int:
+    """The width of the terminal ``stream`` writes to; 0 when it is not a terminal (a file, a pipe, a notebook)."""
+    try:
+        return os.get_terminal_size(stream.fileno()).columns if stream.isatty() else 0
+    except (AttributeError, OSError, ValueError):
+        return 0
+
+
+class StepProgress(Callback):
+    """Progress of a run of ``total`` optimizer steps: the step, the loss, tokens per second and the time left.
+
+    On a terminal (40 columns or more) it is a tqdm bar redrawn in place. Anywhere else (a CI log, a notebook, a
+    file) it writes plain lines instead, one every tenth of the run and at least every ``every_s`` seconds, so a log
+    holds readable lines rather than carriage returns. ``tokens(batch)`` counts one batch's tokens; under DDP the
+    callback runs on rank 0 and counts rank 0's share times the number of ranks (exact when the shares are equal, an
+    estimate otherwise). A resumed run counts from the step it resumed at: the rate and the time left are this
+    stretch's. :meth:`summary` is the one line to print at the end; :meth:`close` ends the bar (also after an error).
+    ``file`` is where the progress goes (default: ``sys.stderr`` at the start of ``fit``)."""
+
+    main_process_only = True  # output only: under DDP rank 0 alone runs it
+
+    def __init__(self, total: int, tokens: Callable[[object], int] | None = None, desc: str = "training",
+                 file=None, every_s: float = 60.0):
+        if total < 1:
+            raise ValueError(f"total must be at least 1 step, got {total}")
+        if every_s <= 0:
+            raise ValueError(f"every_s must be positive, got {every_s}")
+        self.total, self.tokens, self.desc, self.file, self.every_s = total, tokens, desc, file, every_s
+        self.bar = self.stream = None
+        self.first_step = self.step = 0
+        self.n_tokens = 0
+        self.loss: float | None = None
+        self.start = self.last_step_at = self.last_line_at = 0.0
+
+    @property
+    def seconds(self) -> float:
+        """Seconds from the start of this ``fit`` to the end of its last step so far."""
+        return self.last_step_at - self.start
+
+    def rate(self) -> float:
+        """Tokens per second in this ``fit`` so far."""
+        return self.n_tokens / self.seconds if self.seconds > 0 else 0.0
+
+    def eta(self) -> float:
+        """Seconds left at the pace of this ``fit`` so far (nan before its first step)."""
+        done = self.step - self.first_step
+        return self.seconds / done * (self.total - self.step) if done > 0 else math.nan
+
+    def on_fit_begin(self, trainer: Trainer) -> None:
+        from tqdm import tqdm
+
+        stream = self.file if self.file is not None else sys.stderr
+        self.first_step = self.step = trainer.step
+        self.n_tokens, self.loss = 0, None
+        self.start = self.last_step_at = self.last_line_at = time.perf_counter()
+        if _terminal_columns(stream) >= 40:
+            self.bar = tqdm(total=self.total, initial=trainer.step, desc=self.desc, unit="step", file=stream,
+                            dynamic_ncols=True)
+        else:
+            self.bar, self.stream = None, stream
+
+    def on_batch_begin(self, trainer: Trainer, batch) -> None:
+        if self.tokens is not None:
+            self.n_tokens += int(self.tokens(batch)) * world_size()
+
+    def on_batch_end(self, trainer: Trainer, loss: float) -> None:
+        self.step, self.loss, self.last_step_at = trainer.step, loss, time.perf_counter()
+        rate = f"{self.rate():,.0f} tokens/s" if self.tokens is not None else f"{self.step - self.first_step} steps"
+        if self.bar is not None:
+            self.bar.set_postfix_str(f"loss {loss:.3f}, {rate}", refresh=False)
+            self.bar.update(trainer.step - self.bar.n)
+            return
+        tenth = max(1, self.total // 10)
+        if trainer.step % tenth == 0 or trainer.step >= self.total or self.last_step_at - self.last_line_at >= self.every_s:
+            self.last_line_at = self.last_step_at
+            eta = self.eta()
+            print(f"{self.desc}: step {trainer.step}/{self.total} ({trainer.step / self.total:.0%})  loss {loss:.3f}  "
+                  f"{rate}  {_clock(self.seconds)} elapsed, ETA {_clock(eta) if math.isfinite(eta) else '?'}",
+                  file=self.stream, flush=True)
+
+    def on_fit_end(self, trainer: Trainer) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+    def summary(self) -> str:
+        """``gpt_imdb: 40 steps (1-40 of 40), 10,240 tokens in 2.1 s, 4,876 tokens/s; loss at the last step 5.511``"""
+        done, seconds = self.step - self.first_step, self.seconds
+        if done == 0:
+            return f"{self.desc}: no step taken (at step {self.step} of {self.total})"
+        tokens = (f"{self.n_tokens:,} tokens in {seconds:.1f} s, {self.rate():,.0f} tokens/s"
+                  if self.tokens is not None else f"{seconds:.1f} s")
+        return (f"{self.desc}: {done} steps ({self.first_step + 1}-{self.step} of {self.total}), {tokens}; "
+                f"loss at the last step {self.loss:.3f}")
 
 
 class LivePlot(Callback):
