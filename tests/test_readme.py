@@ -63,3 +63,73 @@ def test_licence_file_is_the_mit_licence_the_readme_names():
         "LICENSE is not the MIT licence, which README.md and pyproject.toml name"
     assert "Code: MIT" in README, "README.md no longer says the code is MIT-licensed"
     assert 'license = { text = "MIT" }' in (REPO / "pyproject.toml").read_text(encoding="utf-8")
+
+
+def _section(title: str) -> str:
+    start = README.index(f"\n## {title}\n")
+    end = README.find("\n## ", start + 1)
+    return README[start:end if end != -1 else None]
+
+
+def test_binder_launch_link_is_one_badge_line_a_course_edits_once():
+    lines = [line for line in README.splitlines() if "mybinder.org/v2/gh/" in line]
+    assert len(lines) == 1, f"README.md gives the Binder address {len(lines)} times: a course should edit one line"
+    assert lines[0].startswith("[![") and "/OWNER/REPO/" in lines[0], \
+        "the Binder address is not a badge line with the OWNER/REPO placeholder"
+    target = re.search(r"urlpath=lab/tree/(\S+?)\)", lines[0]).group(1)
+    assert (REPO / target).is_file(), f"the Binder badge opens {target}, which does not exist"
+
+
+def test_setup_counts_its_commands_and_launches_lab_from_the_repository_root():
+    setup = _section("Set up and run")
+    installs = [b for b in re.findall(r"^```bash\n(.*?)^```", setup, flags=re.M | re.S) if "pip install" in b]
+    words = {2: "two", 3: "three", 4: "four"}
+    prose = " ".join(setup.split())
+    assert f"{words[len(installs)]} commands on Linux, {words[len(installs) - 1]} on macOS and Windows" in prose, \
+        f"README.md's set-up has {len(installs)} install commands (one of them Linux only), not what its prose counts"
+    launches = re.findall(r"jupyter lab[^\n`]*", README)
+    assert launches and all("--notebook-dir=." in line for line in launches), \
+        f"a `jupyter lab` line does not serve the repository root (--notebook-dir=.): {launches}"
+    run = subprocess.run([sys.executable, "-m", "jupyterlab", "--help-all"], capture_output=True, text=True, timeout=120)
+    assert "--notebook-dir" in run.stdout, "this JupyterLab no longer knows --notebook-dir"
+    assert "python -m ipykernel install --user --name lmlib" in setup, "the named-kernel line for global Jupyter is gone"
+
+
+def test_readme_counts_the_shipped_checkpoints():
+    shipped = len(list((REPO / "lmlib" / "pretrained").rglob("*.safetensors")))
+    words = {4: "Four", 5: "Five", 6: "Six"}
+    assert f"{words[shipped]} small checkpoints ship with the course" in README, \
+        f"{shipped} checkpoints ship in lmlib/pretrained/, and README.md counts them otherwise"
+
+
+def test_the_readme_test_commands_name_paths_that_exist():
+    commands = re.findall(r"`(\.venv/bin/python -m pytest[^`]*)`", README)
+    assert any("-m \"not notebook_runs\"" in c and ".ipynb" in c for c in commands), "the quick test command is gone"
+    for command in commands:
+        for path in re.findall(r"\s((?:tests|notebooks)/\S*)", command):
+            assert (REPO / path).exists(), f"README.md's `{command}` names {path}, which does not exist"
+    pyproject = (REPO / "pyproject.toml").read_text(encoding="utf-8")
+    assert '"notebook_runs:' in pyproject, "the quick command deselects the marker notebook_runs, which is not registered"
+
+
+def test_the_readme_pretrain_options_exist():
+    """Every option written after `lmlib pretrain` in the README is one `python -m lmlib pretrain --help` lists."""
+    options = {o for line in README.splitlines() if "lmlib pretrain" in line
+               for o in re.findall(r"(--[a-z][a-z0-9-]*)", line.split("lmlib pretrain", 1)[1])}
+    assert {"--device", "--bf16", "--out", "--preset"} <= options, f"the README's pretrain lines changed: {options}"
+    run = subprocess.run([sys.executable, "-m", "lmlib", "pretrain", "--help"], capture_output=True, text=True,
+                         timeout=120, cwd=REPO)
+    assert run.returncode == 0, run.stderr[-2000:]
+    unknown = sorted(o for o in options if not re.search(rf"{re.escape(o)}\b", run.stdout))
+    assert not unknown, f"README.md uses pretrain options that `python -m lmlib pretrain --help` does not list: {unknown}"
+
+
+def test_citation_file_matches_the_package():
+    yaml = pytest.importorskip("yaml")
+    citation = yaml.safe_load((REPO / "CITATION.cff").read_text(encoding="utf-8"))
+    pyproject = (REPO / "pyproject.toml").read_text(encoding="utf-8")
+    version = re.search(r'^version = "([^"]+)"', pyproject, flags=re.M).group(1)
+    assert citation["cff-version"] == "1.2.0" and citation["type"] == "software"
+    assert citation["version"] == version, f"CITATION.cff gives version {citation['version']}, pyproject {version}"
+    assert citation["license"] == "MIT" and citation["authors"] and citation["title"].startswith("lmlib")
+    assert "CITATION.cff" in _section("How to cite"), "README.md does not point at CITATION.cff"
