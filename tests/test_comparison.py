@@ -1,7 +1,11 @@
-"""lmlib.course.comparison: rows that reproduce the committed JSON, refusal of results from another checkpoint, and the
-direction-of-context check on models whose direction is known."""
+"""lmlib.course.comparison: rows that reproduce the committed JSON, refusal of results from another checkpoint, the
+bag-of-words baseline's committed result (every run there, its summary recomputed from its rows) and its table rows,
+and the direction-of-context check on models whose direction is known."""
 
 import copy
+import math
+import statistics
+from collections import Counter
 
 import pytest
 import torch
@@ -9,6 +13,7 @@ import torch
 from lmlib.course import comparison, results
 from lmlib.models.bert import Bert, BertConfig
 from lmlib.models.gpt import GPT, GPTConfig
+from lmlib.recipes import gpt as G
 
 torch.set_num_threads(1)
 
@@ -62,3 +67,54 @@ def test_context_directions_of_a_causal_and_a_bidirectional_model():
     assert comparison.context_directions(lambda t: bert(t).hidden_states[-1], ids, changed, 4) == {"earlier": True, "later": True}
     with pytest.raises(ValueError, match="outside the 9 positions"):
         comparison.context_directions(lambda t: gpt.hidden_states(t)[0], ids, changed, 9)
+
+
+def test_the_committed_result_has_every_run_and_its_summary_agrees_with_its_rows():
+    data = results.load("bow_baseline")
+    assert data["settings"]["n_test"] == 1000 and data["settings"]["test_seed"] == 0
+    assert data["settings"]["max_tokens"] == G.FINETUNE_RECIPE["max_len"] - 2 == 126
+    assert data["settings"]["config"]["folds"] == 5 and data["settings"]["config"]["ngram_range"] == [1, 2]
+    runs = Counter((r["truncation"], r["n_labels"]) for r in data["rows"])
+    assert runs == {(t, n): seeds for t in ("full", "model_view") for n, seeds in ((100, 3), (1000, 3), (25000, 1))}
+    assert {(r["truncation"], r["n_labels"], r["seed"]) for r in data["rows"] if r["n_labels"] < 25000} == {
+        (t, n, s) for t in ("full", "model_view") for n in (100, 1000) for s in (0, 1, 2)}
+    assert len(data["summary"]) == 6
+    for s in data["summary"]:
+        accs = [r["accuracy"] for r in data["rows"] if (r["truncation"], r["n_labels"]) == (s["truncation"], s["n_labels"])]
+        assert s["seeds"] == len(accs) and s["mean"] == pytest.approx(statistics.mean(accs), abs=1e-12)
+        if len(accs) == 1:
+            assert s["se"] is None
+        else:
+            assert s["se"] == pytest.approx(statistics.stdev(accs) / math.sqrt(len(accs)), abs=1e-12)
+    assert all(0.5 < r["accuracy"] < 1 and r["C"] in data["settings"]["config"]["Cs"] for r in data["rows"])
+
+
+def test_the_courses_rows_are_the_committed_summary():
+    data = results.load("bow_baseline")
+    rows = comparison.bow_baseline_rows()
+    assert [(r["truncation"], r["n_labels"]) for r in rows] == [
+        (t, n) for t in ("full", "model_view") for n in (100, 1000, 25000)]
+    summary = {(s["truncation"], s["n_labels"]): s for s in data["summary"]}
+    for r in rows:
+        s = summary[r["truncation"], r["n_labels"]]
+        assert (r["mean"], r["se"], r["seeds"], r["n_test"]) == (s["mean"], s["se"], s["seeds"], 1000)
+        assert r["dataset"] == "IMDb" and r["source"] == "bow_baseline"
+        assert set(r) == set(comparison.transfer_rows()[0]) | {"truncation"}
+    assert [r["truncation"] for r in comparison.bow_baseline_rows("full")] == ["full"] * 3
+    with pytest.raises(ValueError, match="unknown truncation 'head'"):
+        comparison.bow_baseline_rows("head")
+
+
+def test_rows_cut_with_another_tokenizer_are_refused(monkeypatch):
+    real = results.load
+
+    def stale(name):
+        data = copy.deepcopy(real(name))
+        if name == "bow_baseline":
+            data["checkpoint_sha256"] = "0" * 64
+        return data
+
+    monkeypatch.setattr(results, "load", stale)
+    with pytest.raises(RuntimeError, match="cut its 'model_view' reviews with another GPT tokenizer"):
+        comparison.bow_baseline_rows()
+    assert len(comparison.bow_baseline_rows("full")) == 3  # the full reviews do not depend on the tokenizer

@@ -149,6 +149,40 @@ def transfer_rows() -> list[dict]:
     return rows
 
 
+BOW_METHODS = {  # truncation in bow_baseline.json -> the row's name in a transfer table
+    "full": "bag of words (TF-IDF + logistic regression), full review",
+    "model_view": "bag of words (TF-IDF + logistic regression), first and last 63 GPT tokens",
+}
+
+
+def bow_baseline_rows(truncation: str | None = None) -> list[dict]:
+    """The bag-of-words baseline (``tests/benchmarks/bench_bow_baseline.py``) as transfer-table rows, in the keys of
+    :func:`transfer_rows` plus ``truncation``: one row per truncation (``"full"``, ``"model_view"``, or only the one
+    named) and label count, fewest labels first, with the mean accuracy on the GPT and BERT benchmarks' 1,000 IMDb
+    test reviews and its standard error over seeds (None for one seed).
+
+    ``"model_view"`` is the text the fine-tuned GPT reads, cut with the shipped GPT tokenizer: its rows are refused
+    when the file was measured with another tokenizer. A notebook adds the baseline to a table with one call, e.g.
+    ``rows = transfer_rows() + bow_baseline_rows()``."""
+    if truncation is not None and truncation not in BOW_METHODS:
+        raise ValueError(f"unknown truncation {truncation!r}; the baseline has {sorted(BOW_METHODS)} (or None for both)")
+    data = results.load("bow_baseline")
+    wanted = list(BOW_METHODS) if truncation is None else [truncation]
+    if "model_view" in wanted:
+        shipped = shipped_report("gpt_imdb")["sha256"]["tokenizer.json"]
+        if data["checkpoint_sha256"] != shipped:
+            raise RuntimeError(f"bow_baseline.json cut its 'model_view' reviews with another GPT tokenizer (sha256 "
+                               f"{str(data['checkpoint_sha256'])[:12]}...) than the one shipped in {gpt.CHECKPOINT_DIR} "
+                               f"({shipped[:12]}...); rerun tests/benchmarks/bench_bow_baseline.py")
+    order = {t: k for k, t in enumerate(wanted)}
+    summary = sorted((s for s in data["summary"] if s["truncation"] in order),
+                     key=lambda s: (order[s["truncation"]], s["n_labels"]))
+    return [dict(dataset="IMDb", family="bag of words", method=BOW_METHODS[s["truncation"]], n_labels=int(s["n_labels"]),
+                 mean=float(s["mean"]), se=None if s["se"] is None else float(s["se"]), seeds=s["seeds"],
+                 n_test=data["settings"]["n_test"], source="bow_baseline", truncation=s["truncation"])
+            for s in summary]
+
+
 def context_directions(states: Callable[[object], torch.Tensor], original, changed, position: int) -> dict[str, bool]:
     """Which positions' representations move when the token at ``position`` is replaced: ``{"earlier": ...,
     "later": ...}``. ``states(x)`` maps an input to ``(1, T, d)`` representations; ``changed`` is ``original`` with
