@@ -73,6 +73,19 @@ def test_head_reads_the_extract_state_and_padding_is_invisible():
     assert torch.allclose(logits[1], model.head(hidden[0, -1]), atol=1e-6)  # softmax(h_l^m W_y): the [extract] state
 
 
+def test_mean_pooling_reads_the_mean_state_over_start_to_extract():
+    model = tiny_classifier()
+    model.pooling = "mean"
+    short, long = [1, 5, 6, 3], [1, 5, 6, 7, 8, 9, 3]
+    batch = make_batch([short, long], [0, 1], pad=0)
+    logits = model(batch.ids, batch.extract_pos).logits
+    for row, ids in enumerate((short, long)):
+        hidden, _ = model.gpt.hidden_states(torch.tensor([ids]))
+        assert torch.allclose(logits[row], model.head(hidden[0].mean(0)), atol=1e-6)  # padding left out of the mean
+    with pytest.raises(ValueError, match="pooling must be one of extract, mean"):
+        GPTClassifier(model.gpt, 2, pooling="max")
+
+
 def test_similarity_adds_both_orders_and_is_symmetric():
     model = tiny_classifier()
     ab, ba = similarity_inputs([5, 6], [7, 8, 9], TOK)

@@ -139,12 +139,21 @@ class ClassifierOutput(NamedTuple):
 
 
 class GPTClassifier(nn.Module):
-    """A GPT with GPT-1's task head: ``softmax(h_l^m W_y)`` on the state of each input's ``[extract]`` token."""
+    """A GPT with GPT-1's task head: ``softmax(h_l^m W_y)`` on the state of each input's ``[extract]`` token.
 
-    def __init__(self, gpt: GPT, num_classes: int, dropout: float = 0.1):
+    ``pooling="mean"`` reads instead the mean of the top states from the first token to ``[extract]`` (each row's
+    real tokens): the ``[start]``/``[extract]`` embeddings are never inputs in pretraining, so their states start
+    untrained, while a mean over the review's own tokens starts from what pretraining learned."""
+
+    POOLINGS = ("extract", "mean")
+
+    def __init__(self, gpt: GPT, num_classes: int, dropout: float = 0.1, pooling: str = "extract"):
         super().__init__()
         if num_classes < 2:
             raise ValueError(f"num_classes must be at least 2, got {num_classes}")
+        if pooling not in self.POOLINGS:
+            raise ValueError(f"pooling must be one of {', '.join(self.POOLINGS)}, got {pooling!r}")
+        self.pooling = pooling
         self.gpt = gpt
         self.dropout = nn.Dropout(dropout)
         self.head = nn.Linear(gpt.config.d_model, num_classes)  # W_y
@@ -157,7 +166,11 @@ class GPTClassifier(nn.Module):
                              f"got {tuple(extract_pos.shape)} with max {int(extract_pos.max())}; build batches with "
                              f"make_batch")
         hidden, _ = self.gpt.hidden_states(ids)  # (B, T, C)
-        h = hidden[torch.arange(ids.size(0)), extract_pos]  # (B, C): h_l^m at each [extract]
+        if self.pooling == "extract":
+            h = hidden[torch.arange(ids.size(0)), extract_pos]  # (B, C): h_l^m at each [extract]
+        else:
+            real = (torch.arange(ids.size(1), device=ids.device) <= extract_pos[:, None]).unsqueeze(-1)  # (B, T, 1)
+            h = (hidden * real).sum(1) / real.sum(1)  # (B, C): mean of h_l over [start] .. [extract]
         if pairs:
             half = ids.size(0) // 2
             h = h[:half] + h[half:]  # (B/2, C): both orders of a pair, added element-wise

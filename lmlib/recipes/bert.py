@@ -390,16 +390,17 @@ FINETUNE_RECIPE = dict(max_len=128, batch_size=16, lr=5e-4, warmup_frac=0.1, wei
 
 
 def finetune(model: BertClassifier, inputs: Sequence[Sequence[int]], labels: Sequence[int], pad: int, seed: int = 0,
-             callbacks=(), **overrides) -> Trainer:
+             callbacks=(), device: str = "cpu", **overrides) -> Trainer:
     """Fine-tune every weight (Devlin et al. §4: "all of the parameters are fine-tuned end-to-end") with AdamW,
     linear warm-up and decay, ``epochs`` shuffled passes repeated until at least ``min_steps`` steps (so 100
-    labels get a useful number of updates). ``overrides`` change entries of ``FINETUNE_RECIPE``."""
+    labels get a useful number of updates). ``overrides`` change entries of ``FINETUNE_RECIPE``; ``device`` is where
+    it trains."""
     r, epochs, T = finetune_plan(FINETUNE_RECIPE, overrides, len(inputs))
     warmup = max(1, int(r["warmup_frac"] * T))
     opt = torch.optim.AdamW(weight_decay_groups(model, r["weight_decay"]), lr=r["lr"])
     trainer = Trainer(model, opt, classification_loss,
                       [LRSchedule(lambda t: warmup_linear(t, T, warmup)), GradientClipping(r["clip"]), *callbacks],
-                      device="cpu")
+                      device=device)
     trainer.fit(lambda epoch: classification_batches(inputs, labels, r["batch_size"], pad, shuffle=True,
                                                      seed=seed + 1000 * epoch), epochs=epochs)
     return trainer
@@ -407,11 +408,12 @@ def finetune(model: BertClassifier, inputs: Sequence[Sequence[int]], labels: Seq
 
 @torch.no_grad()
 def predict(model: BertClassifier, inputs: Sequence[Sequence[int]], pad: int, batch_size: int = 128) -> torch.Tensor:
-    """The predicted class of each input (eval mode)."""
+    """The predicted class of each input (eval mode, on the model's device; returned on the CPU)."""
+    device = next(model.parameters()).device
     preds = []
     with eval_mode(model):
         for (ids, seg, mask), _ in classification_batches(inputs, [0] * len(inputs), batch_size, pad):
-            preds.append(model(ids, seg, mask).argmax(-1))
+            preds.append(model(ids.to(device), seg.to(device), mask.to(device)).argmax(-1).cpu())
     return torch.cat(preds)
 
 

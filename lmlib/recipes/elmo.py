@@ -143,12 +143,13 @@ def bilm_loss(model: BiLM, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Te
 
 def evaluate_bilm(model: BiLM, sentences: Sequence[Sequence[str]], vocab: Vocab, batch_size: int = 64) -> dict:
     """Forward and backward perplexity over ``sentences`` (every predicted word counts once; ``<bos>``/``<eos>``
-    targets included, as in training), and the number of predicted words."""
+    targets included, as in training), and the number of predicted words; on the model's device."""
     totals, n_words = [0.0, 0.0], 0
+    device = next(model.parameters()).device
     with eval_mode(model), torch.no_grad():
         for i in range(0, len(sentences), batch_size):
             chunk = sentences[i: i + batch_size]
-            chars, ids = encode_batch(chunk, vocab, model.config.max_chars)
+            chars, ids = (t.to(device) for t in encode_batch(chunk, vocab, model.config.max_chars))
             n = sum(len(s) + 1 for s in chunk)  # <bos> w_1..w_N <eos>: N + 1 predictions per direction
             for d, nll in enumerate(model.nll(chars, ids)):
                 totals[d] += nll.item() * n
@@ -270,7 +271,7 @@ def pooled_features(bilm: BiLM, texts: Sequence[str], max_tokens: int, batch_siz
         for sentence in review_sentences(text, max_tokens):
             sentences.append(sentence)
             owner.append(t)
-    words = token_features(bilm, sentences, batch_size)  # (n_words, L + 1, 2d)
+    words = token_features(bilm, sentences, batch_size).cpu()  # (n_words, L + 1, 2d), from the biLM's device
     index = torch.tensor([t for t, s in zip(owner, sentences) for _ in s], dtype=torch.long)
     sums = torch.zeros(len(texts), *words.shape[1:]).index_add_(0, index, words)
     counts = torch.zeros(len(texts)).index_add_(0, index, torch.ones(len(index)))

@@ -193,14 +193,15 @@ FINETUNE_RECIPE = dict(max_len=128, batch_size=16, lr=5e-4, warmup_frac=0.1, wei
 
 
 def pretrained_classifier(num_classes: int = 2, pretrained: bool = True, dropout: float = FINETUNE_RECIPE["dropout"],
-                          directory: str | Path = CHECKPOINT_DIR) -> tuple[GPTClassifier, ByteLevelBPE]:
+                          directory: str | Path = CHECKPOINT_DIR, pooling: str = "extract") -> tuple[GPTClassifier, ByteLevelBPE]:
     """A :class:`GPTClassifier` on the shipped IMDb GPT (``pretrained=False``: the same architecture and tokenizer,
-    random weights), with ``dropout`` inside the GPT and before the head, as GPT-1 fine-tunes (0.1)."""
+    random weights), with ``dropout`` inside the GPT and before the head, as GPT-1 fine-tunes (0.1); ``pooling`` as in
+    :class:`GPTClassifier`."""
     gpt, tokenizer, _ = load_pretrained(directory)
     fresh = GPT(GPTConfig(**{**gpt.config.__dict__, "dropout": dropout}))
     if pretrained:
         fresh.load_state_dict(gpt.state_dict())
-    return GPTClassifier(fresh, num_classes, dropout), tokenizer
+    return GPTClassifier(fresh, num_classes, dropout, pooling), tokenizer
 
 
 def review_inputs(tokenizer: ByteLevelBPE, texts: Sequence[str], max_len: int = FINETUNE_RECIPE["max_len"]) -> list[list[int]]:
@@ -210,15 +211,16 @@ def review_inputs(tokenizer: ByteLevelBPE, texts: Sequence[str], max_len: int = 
 
 
 def finetune_classifier(model: GPTClassifier, inputs: Sequence[Sequence[int]], labels: Sequence[int], lam: float,
-                        pad: int, seed: int = 0, callbacks=(), **overrides) -> Trainer:
+                        pad: int, seed: int = 0, callbacks=(), device: str = "cpu", **overrides) -> Trainer:
     """Fine-tune on ``inputs`` with L_3 = L_2 + λ·L_1 (λ = ``lam``): AdamW, linear warm-up then cosine decay to 0,
     dropout 0.1, ``epochs`` shuffled passes repeated until at least ``min_steps`` steps (so 100 labels still get a
-    useful number of updates). ``overrides`` change entries of ``FINETUNE_RECIPE``."""
+    useful number of updates). ``overrides`` change entries of ``FINETUNE_RECIPE``; ``device`` is where it trains
+    (the batches are built on the CPU and moved there)."""
     r, epochs, total = finetune_plan(FINETUNE_RECIPE, overrides, len(inputs))
     opt = torch.optim.AdamW(weight_decay_groups(model, r["weight_decay"]), lr=r["lr"])
     trainer = Trainer(model, opt, gpt_finetune_loss(lam),
                       [WarmupCosine(total, int(r["warmup_frac"] * total), 0.0), GradientClipping(r["clip"]), *callbacks],
-                      device="cpu")
+                      device=device)
     trainer.fit(lambda epoch: finetune_batches(inputs, labels, r["batch_size"], pad, shuffle=True, seed=seed + 1000 * epoch),
                 epochs=epochs)
     return trainer
@@ -226,8 +228,9 @@ def finetune_classifier(model: GPTClassifier, inputs: Sequence[Sequence[int]], l
 
 def classifier_accuracy(model: GPTClassifier, inputs: Sequence[Sequence[int]], labels: Sequence[int], pad: int,
                         batch_size: int = 64) -> float:
-    """The share of ``inputs`` classified as their label."""
-    return evaluate(model, gpt_finetune_loss(0.0), finetune_batches(inputs, labels, batch_size, pad)).accuracy
+    """The share of ``inputs`` classified as their label (on the device the model is on)."""
+    device = next(model.parameters()).device
+    return evaluate(model, gpt_finetune_loss(0.0), finetune_batches(inputs, labels, batch_size, pad), device).accuracy
 
 
 def main(argv: Sequence[str] | None = None) -> None:

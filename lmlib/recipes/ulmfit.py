@@ -174,7 +174,7 @@ def tokenize(text: str) -> list[str]:
 
 def finetune_lm(model: AWDLSTMLanguageModel, ids: torch.Tensor, epochs: int = 1, eta_max: float = 4e-3,
                 batch_size: int = 32, bptt: int = 70, max_steps: int | None = None, callbacks=(),
-                factor: float = 2.6) -> Trainer:
+                factor: float = 2.6, device: str = "cpu") -> Trainer:
     """Stage (b): fine-tune the LM on the target text ``ids`` with discriminative rates (η/``factor`` per
     layer group down) and STLR."""
     windows = list(bptt_batches(batchify(ids, batch_size), bptt))
@@ -182,7 +182,7 @@ def finetune_lm(model: AWDLSTMLanguageModel, ids: torch.Tensor, epochs: int = 1,
         windows = windows[:max_steps]
     opt = torch.optim.Adam(discriminative_param_groups(model.layer_groups(), eta_max, factor), betas=(0.8, 0.99))
     trainer = Trainer(model, opt, StatefulLMLoss(state_batch_dim=1),
-                      [STLR(epochs * len(windows)), GradientClipping(0.5), *callbacks], device="cpu")
+                      [STLR(epochs * len(windows)), GradientClipping(0.5), *callbacks], device=device)
     trainer.fit(windows, epochs=epochs)
     return trainer
 
@@ -313,7 +313,7 @@ def train_classifier(model: ULMFiTClassifier, seqs: Sequence[Sequence[int]], lab
                      epochs: int, eta_top: float = 0.01, gradual: bool = True, factor: float = 2.6,
                      batch_size: int = 32, max_len: int = 60, min_steps_per_epoch: int = 10,
                      max_steps_per_epoch: int | None = None, schedule: str = "stlr",
-                     seed: int = 0, callbacks=()) -> Trainer:
+                     seed: int = 0, callbacks=(), device: str = "cpu") -> Trainer:
     """Stage (c): Adam(β = (0.7, 0.99)) with STLR over all steps (``schedule="constant"``: η_top throughout),
     discriminative rates (``factor``; use 1 for one rate everywhere) and, with ``gradual``, gradual
     unfreezing of ``model.layer_groups()``, one more group per epoch.
@@ -348,7 +348,7 @@ def train_classifier(model: ULMFiTClassifier, seqs: Sequence[Sequence[int]], lab
         cbs.insert(0, STLR(epochs * steps_per_epoch))
     if gradual:
         cbs.insert(0, GradualUnfreezing(groups))
-    trainer = Trainer(model, opt, classification_loss, cbs, device="cpu")
+    trainer = Trainer(model, opt, classification_loss, cbs, device=device)
     trainer.fit(epoch_batches, epochs=epochs)
     return trainer
 
