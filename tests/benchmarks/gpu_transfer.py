@@ -1,0 +1,434 @@
+"""Does pretraining transfer? The GPU-pretrained checkpoints (lmlib.recipes.accelerated) against the same
+architectures from random weights, on IMDb sentiment, fine-tuned and as frozen features.
+
+Every condition reads the benchmarks' fixed 1,000 test reviews (``imdb_test_subset(1000, 0)``, the set of
+bench_gpt_finetune.py and run_bert_finetune.py) and the balanced training samples of seeds 0-2
+(``sample_balanced``) at 100 and 1,000 labels. Learning rates are chosen on a dev split of 1,000 *other* training
+reviews (run_bert_finetune_rates.py's), never on the test set: each condition, pretrained or from scratch, is
+fine-tuned at every rate of its grid on the seed-0 sample of 1,000 labels and keeps its best.
+
+* ``gpt``: GPT-1 fine-tuning (``lmlib.recipes.gpt.finetune_classifier``) with λ = 0 reading the [extract] state,
+  ``gpt_mean`` the mean of the top states instead, ``gpt_aux`` λ = 0.5; ``scratch`` and ``scratch_mean`` the same
+  architecture from random weights. Frozen features: each layer's states mean-pooled, a linear probe.
+* ``bert``: [CLS] fine-tuning (``lmlib.recipes.bert.finetune``) against ``scratch``; frozen features: each layer's
+  [CLS] state and mean-pooled states, a linear probe.
+* ``elmo``: frozen features only, as ELMo is used: each layer and the scalar mix, mean-pooled over a review's first
+  128 tokens, against a biLM at random init.
+* ``ulmfit``: stage (c) (gradual unfreezing, discriminative rates, STLR) on the stage (b) LM, against the
+  same AWD-LSTM from random weights with one rate and no unfreezing.
+
+The labelled reviews travel to a GPU machine as one file, made here from the full dataset:
+
+    .venv/bin/python tests/benchmarks/gpu_transfer.py prepare --out gpu-carry/labelled.json
+    python tests/benchmarks/gpu_transfer.py gpt --checkpoint DIR --labelled labelled.json --out gpt.json --device cuda
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from over_seeds import imdb_test_subset, summarise  # noqa: E402
+
+SIZES, SEEDS, TEST, TEST_SEED = (100, 1000), (0, 1, 2), 1000, 0
+GRIDS = {"gpt": (2.5e-4, 5e-4, 1e-3, 2e-3), "bert": (1e-4, 2e-4, 5e-4, 1e-3), "ulmfit": (3e-3, 1e-2, 3e-2)}
+PROBE = dict(steps=300, lr=0.01, weight_decay=1e-4)
+OPTIONS = {"probes": True, "scratch": True, "rate": None, "conditions": None}
+
+
+# -- the labelled reviews --------------------------------------------------------------------------------
+
+def prepare(out: Path) -> None:
+    """The test subset, each seed's training samples and the dev split, as indices into one list of texts."""
+    from run_bert_finetune_rates import dev_split
+
+    from lmlib.data import load_imdb
+    from lmlib.recipes.ulmfit import sample_balanced
+
+    train = load_imdb("train")
+    texts: dict[str, int] = {}
+
+    def keep(batch, labels):
+        return {"idx": [texts.setdefault(t, len(texts)) for t in batch], "labels": list(labels)}
+
+    data = {"test": keep(*imdb_test_subset(TEST, TEST_SEED)),
+            "dev": keep(*dev_split(list(train.texts), list(train.labels))),
+            "train": {str(n): {str(s): keep(*sample_balanced(train.texts, train.labels, n, seed=s)) for s in SEEDS}
+                      for n in SIZES}}
+    data["texts"] = list(texts)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(data))
+    print(f"wrote {out}: {len(texts):,} reviews")
+
+
+class Labelled:
+    def __init__(self, path: Path):
+        raw = json.loads(Path(path).read_text())
+        self.raw, self.texts = raw, raw["texts"]
+
+    def split(self, name: str, size: int | None = None, seed: int | None = None) -> tuple[list[str], list[int]]:
+        part = self.raw[name] if size is None else self.raw[name][str(size)][str(seed)]
+        n = 100 if OPTIONS.get("quick") and size is None else None  # a trial scores 100 test and dev reviews
+        return [self.texts[i] for i in part["idx"][:n]], part["labels"][:n]
+
+
+class Results:
+    """Rows written to ``out`` after each one, with the checkpoint's sha256 and the settings."""
+
+    def __init__(self, out: Path, model: str, checkpoint: dict, device: torch.device):
+        self.out, self.rows, self.dev = out, [], []
+        self.head = {"what": __doc__.split("\n\n")[0], "model": model, "checkpoint": checkpoint,
+                     "settings": {"sizes": SIZES, "seeds": SEEDS, "test_reviews": TEST, "test_seed": TEST_SEED,
+                                  "grids": GRIDS, "probe": PROBE},
+                     "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"}
+
+    def add(self, row: dict, dev: bool = False) -> None:
+        (self.dev if dev else self.rows).append(row)
+        print(json.dumps(row), flush=True)
+        probes = [r for r in self.rows if r["condition"] == "probe"]
+        tuned = [r for r in self.rows if r["condition"] != "probe"]
+        summary = ((summarise(probes, ("init", "feature", "layer", "n_labels")) if probes else [])
+                   + (summarise(tuned, ("condition", "n_labels")) if tuned else []))
+        self.out.write_text(json.dumps({**self.head, "dev_rows": self.dev, "rows": self.rows,
+                                        "summary": summary}, indent=1))
+
+
+def _kept(conditions: tuple[str, ...]) -> tuple[str, ...]:
+    wanted = OPTIONS.get("conditions")
+    return tuple(c for c in conditions if (OPTIONS["scratch"] or not c.startswith("scratch"))
+                 and (wanted is None or c in wanted))
+
+
+def _late(deadline: float | None, start: float) -> bool:
+    return deadline is not None and time.perf_counter() - start > deadline
+
+
+# -- frozen features ------------------------------------------------------------------------------------------
+
+def probe_rows(results: Results, features: dict, labelled: Labelled, start: float, deadline: float | None) -> None:
+    """A linear probe on every feature set, ``features[(init, feature)] = (train_x by (size, seed), test_x)`` with
+    layers on dim 1; one row per layer (and the scalar mix where ``feature`` is ``"mix"``)."""
+    from lmlib.recipes import elmo as E
+
+    _, test_y = labelled.split("test")
+    test_y = torch.tensor(test_y)
+    for (init, feature), (train_x, test_x) in features.items():
+        layers = [None] if feature == "mix" else range(test_x.size(1))
+        for size in SIZES:
+            for seed in SEEDS:
+                if _late(deadline, start):
+                    return
+                _, y = labelled.split("train", size, seed)
+                x_train, x_test = E.standardize(train_x[(size, seed)], test_x)
+                for layer in layers:
+                    probe = E.fit_probe(x_train, torch.tensor(y), layer, 2, seed, **PROBE)
+                    results.add({"condition": "probe", "init": init, "feature": feature,
+                                 "layer": "mix" if layer is None else str(layer), "n_labels": size, "seed": seed,
+                                 "accuracy": E.probe_accuracy(probe, x_test, test_y)})
+
+
+def _feature_sets(extract, labelled: Labelled) -> tuple[dict, torch.Tensor]:
+    """``extract(texts) -> {feature: (n, layers, d)}`` on every training sample and the test set."""
+    test = extract(labelled.split("test")[0])
+    train = {(size, seed): extract(labelled.split("train", size, seed)[0]) for size in SIZES for seed in SEEDS}
+    return {f: ({k: v[f] for k, v in train.items()}, test[f]) for f in test}, test
+
+
+# -- GPT --------------------------------------------------------------------------------------------------------
+
+def gpt(checkpoint: Path, labelled: Labelled, results: Results, device: torch.device, start: float,
+        deadline: float | None) -> None:
+    from lmlib.models.gpt import GPT, GPTConfig
+    from lmlib.models.gpt_finetune import FinetuneTokens
+    from lmlib.recipes import gpt as G
+    from lmlib.runtime import seed_everything
+
+    pretrained, tokenizer, _ = G.load_pretrained(checkpoint)
+    pad = FinetuneTokens.from_tokenizer(tokenizer).pad
+    conditions = {"gpt": (True, 0.0, "extract"), "gpt_mean": (True, 0.0, "mean"), "gpt_aux": (True, 0.5, "extract"),
+                  "scratch": (False, 0.0, "extract"), "scratch_mean": (False, 0.0, "mean")}
+    encode = {}
+
+    def inputs(name, size=None, seed=None):
+        key = (name, size, seed)
+        if key not in encode:
+            texts, labels = labelled.split(name, size, seed)
+            encode[key] = (G.review_inputs(tokenizer, texts), labels)
+        return encode[key]
+
+    def run(condition, lr, train, evaluate, seed):
+        is_pretrained, lam, pooling = conditions[condition]
+        seed_everything(seed)
+        model, _ = G.pretrained_classifier(pretrained=is_pretrained, directory=checkpoint, pooling=pooling)
+        t = time.perf_counter()
+        trainer = G.finetune_classifier(model, *train, lam, pad, seed=seed, device=device, lr=lr)
+        return G.classifier_accuracy(model, *evaluate, pad), trainer.step, time.perf_counter() - t
+
+    # the features first: they are cheap and answer the frozen-feature question
+    def extractor(model):
+        model = model.to(device).eval()
+
+        @torch.no_grad()
+        def extract(texts):
+            ids_list = G.review_inputs(tokenizer, texts)
+            out = []
+            for i in range(0, len(ids_list), 256):
+                rows = ids_list[i: i + 256]
+                width = max(len(r) for r in rows)
+                ids = torch.tensor([r + [pad] * (width - len(r)) for r in rows], device=device)
+                real = (torch.arange(width, device=device)[None] < torch.tensor([len(r) for r in rows], device=device)[:, None])
+                h = model.pos_emb(model.tok_emb(ids))
+                layers = [h]
+                for block in model.blocks:
+                    h, _ = block(h, None, False)
+                    layers.append(h)
+                layers[-1] = model.ln_f(h)
+                stack = torch.stack(layers, 1)  # (B, L + 1, T, C)
+                m = real[:, None, :, None].float()
+                out.append(((stack * m).sum(2) / m.sum(2)).float().cpu())  # (B, L + 1, C): mean over real tokens
+            return {"mean": torch.cat(out)}
+        return extract
+
+    torch.manual_seed(0)
+    random_gpt = GPT(GPTConfig(**pretrained.config.__dict__))
+    features = {}
+    for init, model in (("pretrained", pretrained), ("random", random_gpt)) if OPTIONS["probes"] else ():
+        sets, _ = _feature_sets(extractor(model), labelled)
+        features.update({(init, f): v for f, v in sets.items()})
+    probe_rows(results, features, labelled, start, deadline)
+
+    best = {}
+    for condition in _kept(("gpt", "scratch")) if OPTIONS["rate"] is None else ():
+        scores = {}
+        for lr in GRIDS["gpt"]:
+            if _late(deadline, start):
+                return
+            acc, steps, seconds = run(condition, lr, inputs("train", SIZES[-1], 0), inputs("dev"), 0)
+            scores[lr] = acc
+            results.add({"condition": condition, "lr": lr, "n_labels": SIZES[-1], "seed": 0, "dev_accuracy": acc,
+                         "steps": steps}, dev=True)
+        best[condition] = max(scores, key=scores.get)
+    if OPTIONS["rate"] is not None:
+        best = {c: OPTIONS["rate"] for c in ("gpt", "scratch")}
+    best["gpt_aux"] = best["gpt_mean"] = best["gpt"]
+    for size in SIZES:
+        for seed in SEEDS:
+            for condition in _kept(("gpt", "scratch", "gpt_mean", "gpt_aux")):
+                if _late(deadline, start):
+                    return
+                acc, steps, seconds = run(condition, best[condition], inputs("train", size, seed), inputs("test"), seed)
+                results.add({"condition": condition, "lr": best[condition], "n_labels": size, "seed": seed,
+                             "accuracy": acc, "steps": steps, "train_seconds": round(seconds, 1)})
+
+
+# -- BERT -------------------------------------------------------------------------------------------------------
+
+def bert(checkpoint: Path, labelled: Labelled, results: Results, device: torch.device, start: float,
+         deadline: float | None) -> None:
+    from lmlib.models.bert import Bert, BertConfig
+    from lmlib.recipes import bert as B
+    from lmlib.runtime import seed_everything
+
+    pretrained, tokenizer = B.load_pretrained(checkpoint)
+    pad = tokenizer.token_to_id("[PAD]")
+    encode = {}
+
+    def inputs(name, size=None, seed=None):
+        key = (name, size, seed)
+        if key not in encode:
+            texts, labels = labelled.split(name, size, seed)
+            encode[key] = (B.encode_single(tokenizer, texts, 128), labels)
+        return encode[key]
+
+    def extractor(model):
+        model = model.to(device).eval()
+
+        @torch.no_grad()
+        def extract(texts):
+            cls, mean = [], []
+            for (ids, seg, mask), _ in B.classification_batches(B.encode_single(tokenizer, texts, 128),
+                                                                 [0] * len(texts), 256, pad):
+                out = model(ids.to(device), seg.to(device), mask.to(device))
+                stack = torch.stack(out.hidden_states, 1)  # (B, L + 1, T, C)
+                m = mask.to(device)[:, None, :, None].float()
+                cls.append(stack[:, :, 0].float().cpu())
+                mean.append(((stack * m).sum(2) / m.sum(2)).float().cpu())
+            return {"cls": torch.cat(cls), "mean": torch.cat(mean)}
+        return extract
+
+    torch.manual_seed(0)
+    random_bert = Bert(BertConfig(**pretrained.config.__dict__))
+    features = {}
+    for init, model in (("pretrained", pretrained), ("random", random_bert)) if OPTIONS["probes"] else ():
+        sets, _ = _feature_sets(extractor(model), labelled)
+        features.update({(init, f): v for f, v in sets.items()})
+    probe_rows(results, features, labelled, start, deadline)
+
+    def run(condition, lr, train, evaluate, seed):
+        seed_everything(seed)
+        model, _ = B.classifier(pretrained=condition == "bert", directory=checkpoint)
+        t = time.perf_counter()
+        trainer = B.finetune(model, *train, pad, seed=seed, device=device, lr=lr)
+        predicted = B.predict(model, evaluate[0], pad)
+        acc = float((predicted == torch.tensor(evaluate[1])).float().mean())
+        return acc, trainer.step, time.perf_counter() - t
+
+    best = {}
+    for condition in _kept(("bert", "scratch")) if OPTIONS["rate"] is None else ():
+        scores = {}
+        for lr in GRIDS["bert"]:
+            if _late(deadline, start):
+                return
+            acc, steps, _ = run(condition, lr, inputs("train", SIZES[-1], 0), inputs("dev"), 0)
+            scores[lr] = acc
+            results.add({"condition": condition, "lr": lr, "n_labels": SIZES[-1], "seed": 0, "dev_accuracy": acc,
+                         "steps": steps}, dev=True)
+        best[condition] = max(scores, key=scores.get)
+    for size in SIZES:
+        for seed in SEEDS:
+            for condition in _kept(("bert", "scratch")):
+                best.setdefault(condition, OPTIONS["rate"])
+                if _late(deadline, start):
+                    return
+                acc, steps, seconds = run(condition, best[condition], inputs("train", size, seed), inputs("test"), seed)
+                results.add({"condition": condition, "lr": best[condition], "n_labels": size, "seed": seed,
+                             "accuracy": acc, "steps": steps, "train_seconds": round(seconds, 1)})
+
+
+# -- ELMo -------------------------------------------------------------------------------------------------------
+
+def elmo(checkpoint: Path, labelled: Labelled, results: Results, device: torch.device, start: float,
+         deadline: float | None) -> None:
+    from lmlib.models.elmo import BiLM
+    from lmlib.recipes import elmo as E
+
+    pretrained, _, _ = E.load_pretrained(checkpoint)
+    torch.manual_seed(0)
+    random_bilm = BiLM(pretrained.config)
+    features = {}
+    for init, model in (("pretrained", pretrained), ("random", random_bilm)):
+        model = model.to(device).eval()
+
+        def extract(texts, model=model):
+            with torch.no_grad():
+                return {"layers": E.pooled_features(model, texts, 128)}
+
+        sets, _ = _feature_sets(extract, labelled)
+        features[(init, "layers")] = sets["layers"]
+        features[(init, "mix")] = sets["layers"]
+    probe_rows(results, features, labelled, start, deadline)
+
+
+# -- ULMFiT -----------------------------------------------------------------------------------------------------
+
+def ulmfit(checkpoint: Path, labelled: Labelled, results: Results, device: torch.device, start: float,
+           deadline: float | None) -> None:
+    from lmlib.models.awd_lstm import AWDLSTMLanguageModel
+    from lmlib.models.ulmfit import ULMFiTClassifier
+    from lmlib.recipes import ulmfit as U
+    from lmlib.runtime import seed_everything
+
+    lm, vocab = U.load_pretrained(checkpoint, **U.IMDB_RECIPE["dropouts"])
+    settings = dict(epochs=5, batch_size=32, max_len=128, min_steps_per_epoch=10, max_steps_per_epoch=160)
+    results.head["settings"]["ulmfit"] = settings
+    encode = {}
+
+    def inputs(name, size=None, seed=None):
+        key = (name, size, seed)
+        if key not in encode:
+            texts, labels = labelled.split(name, size, seed)
+            ids = U.encode_texts(vocab, [U.review_tokens(t) for t in texts])
+            encode[key] = ([U.head_and_tail(x, settings["max_len"]) for x in ids], labels)
+        return encode[key]
+
+    def run(condition, eta, train, evaluate, seed):
+        seed_everything(seed)
+        fresh = AWDLSTMLanguageModel(lm.config)
+        if condition == "ulmfit":
+            fresh.encoder.load_state_dict(lm.encoder.state_dict())
+        model = ULMFiTClassifier(fresh.encoder, 2, p1=0.25, p2=0.1)
+        t = time.perf_counter()
+        trainer = U.train_classifier(model, *train, settings["epochs"], eta, gradual=condition == "ulmfit",
+                                     factor=2.6 if condition == "ulmfit" else 1.0, batch_size=settings["batch_size"],
+                                     max_len=settings["max_len"], min_steps_per_epoch=settings["min_steps_per_epoch"],
+                                     max_steps_per_epoch=settings["max_steps_per_epoch"], seed=seed, device=device)
+        return U.accuracy(model, *evaluate, max_len=settings["max_len"]), trainer.step, time.perf_counter() - t
+
+    best = {}
+    for condition in _kept(("ulmfit", "scratch")) if OPTIONS["rate"] is None else ():
+        scores = {}
+        for eta in GRIDS["ulmfit"]:
+            if _late(deadline, start):
+                return
+            acc, steps, _ = run(condition, eta, inputs("train", SIZES[-1], 0), inputs("dev"), 0)
+            scores[eta] = acc
+            results.add({"condition": condition, "lr": eta, "n_labels": SIZES[-1], "seed": 0, "dev_accuracy": acc,
+                         "steps": steps}, dev=True)
+        best[condition] = max(scores, key=scores.get)
+    for size in SIZES:
+        for seed in SEEDS:
+            for condition in _kept(("ulmfit", "scratch")):
+                best.setdefault(condition, OPTIONS["rate"])
+                if _late(deadline, start):
+                    return
+                acc, steps, seconds = run(condition, best[condition], inputs("train", size, seed), inputs("test"), seed)
+                results.add({"condition": condition, "lr": best[condition], "n_labels": size, "seed": seed,
+                             "accuracy": acc, "steps": steps, "train_seconds": round(seconds, 1)})
+
+
+MODELS = {"gpt": gpt, "bert": bert, "elmo": elmo, "ulmfit": ulmfit}
+WEIGHTS = {"gpt": "gpt_imdb", "bert": "bert_imdb", "elmo": "elmo_imdb", "ulmfit": "ulmfit_imdb"}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("what", choices=["prepare", *MODELS])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--checkpoint", type=Path)
+    parser.add_argument("--labelled", type=Path)
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--deadline", type=float, default=None, help="stop starting new runs after this many seconds")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--quick", action="store_true", help="a trial of the script: one seed, 100 labels, one rate")
+    parser.add_argument("--sizes", type=int, nargs="+", default=None, help="labelled sizes (default 100 1000)")
+    parser.add_argument("--rate", type=float, default=None, help="one rate for every condition (no dev sweep)")
+    parser.add_argument("--conditions", nargs="+", default=None, help="only these fine-tuning conditions")
+    parser.add_argument("--no-probes", action="store_true", help="fine-tuning only")
+    parser.add_argument("--pretrained-only", action="store_true", help="no from-scratch conditions")
+    args = parser.parse_args(argv)
+    global SIZES, SEEDS, OPTIONS
+    if args.quick:
+        SIZES, SEEDS = (100,), (0,)
+        for k, grid in GRIDS.items():
+            GRIDS[k] = grid[1:2]
+    if args.sizes:
+        SIZES = tuple(args.sizes)
+    if args.rate is not None:
+        for k in GRIDS:
+            GRIDS[k] = (args.rate,)
+    OPTIONS = {"probes": not args.no_probes, "scratch": not args.pretrained_only, "quick": args.quick,
+               "rate": args.rate, "conditions": args.conditions}
+    torch.set_num_threads(args.threads)
+    if args.what == "prepare":
+        prepare(args.out)
+        return 0
+    if args.checkpoint is None or args.labelled is None:
+        parser.error(f"{args.what} needs --checkpoint and --labelled")
+    from lmlib.runtime import pick_device
+
+    device = pick_device(args.device)
+    report = json.loads((args.checkpoint / "pretrain.json").read_text())
+    results = Results(args.out, args.what, {"sha256": report["sha256"], "tokens_seen": report.get("tokens_seen"),
+                                            "rebuild": report.get("rebuild")}, device)
+    MODELS[args.what](args.checkpoint, Labelled(args.labelled), results, device, time.perf_counter(), args.deadline)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
