@@ -118,3 +118,54 @@ def test_rows_cut_with_another_tokenizer_are_refused(monkeypatch):
     with pytest.raises(RuntimeError, match="cut its 'model_view' reviews with another GPT tokenizer"):
         comparison.bow_baseline_rows()
     assert len(comparison.bow_baseline_rows("full")) == 3  # the full reviews do not depend on the tokenizer
+
+
+# -- the GPU-pretrained GPT, staged beside the shipped one ---------------------------------------------------------
+
+def test_the_gpu_transfer_result_agrees_with_its_rows_and_its_staged_checkpoint():
+    import hashlib
+
+    data = results.load("gpu_transfer_gpt")
+    staged = comparison.GPU_STAGED / "gpt_imdb"
+    for name, sha in data["checkpoint"]["sha256"].items():  # the files it was measured with are the staged files
+        assert hashlib.sha256((staged / name).read_bytes()).hexdigest() == sha
+    groups = {}
+    for r in data["rows"]:
+        key = (r["condition"], r.get("init"), r.get("layer"), r["n_labels"])
+        groups.setdefault(key, []).append(r["accuracy"])
+    for s in data["summary"]:
+        values = groups[(s.get("condition", "probe"), s.get("init"), s.get("layer"), s["n_labels"])]
+        assert s["seeds"] == len(values) and s["mean"] == pytest.approx(statistics.mean(values))
+        if len(values) > 1:
+            assert s["se"] == pytest.approx(statistics.stdev(values) / math.sqrt(len(values)))
+
+
+def test_longer_pretraining_rows_are_the_committed_summaries():
+    rows = comparison.longer_pretraining_rows()
+    by = {(r["method"], r["n_labels"]): r for r in rows}
+    shipped = {(s["condition"], s["n_labels"]): s["mean"] for s in results.load("gpt_finetune")["summary"]}
+    gpu = {(s.get("condition"), s["n_labels"]): s["mean"] for s in results.load("gpu_transfer_gpt")["summary"]}
+    for n in (100, 1000):
+        assert by[("GPT architecture, random init", n)]["mean"] == shipped[("scratch", n)]
+        assert by[("GPT fine-tuned, shipped (CPU) pretraining", n)]["mean"] == shipped[("gpt", n)]
+        assert by[("GPT fine-tuned, GPU pretraining", n)]["mean"] == gpu[("gpt", n)]
+    assert by[("GPT fine-tuned, GPU pretraining", 100)]["tokens"] == comparison.staged_report("gpt_imdb")["tokens_seen"]
+    probes = [r for r in rows if r["method"].startswith("frozen features")]
+    assert {r["n_labels"] for r in probes} == {100, 1000} and len(probes) == 4
+    assert all(0 < r["mean"] < 1 and (r["se"] is None) == (r["seeds"] == 1) for r in rows)
+
+
+def test_a_gpu_result_from_another_checkpoint_is_refused(monkeypatch):
+    real = results.load
+
+    def stale(name):
+        data = copy.deepcopy(real(name))
+        if name == "gpu_transfer_gpt":
+            data["checkpoint"]["sha256"]["gpt_imdb.safetensors"] = "0" * 64
+        return data
+
+    monkeypatch.setattr(results, "load", stale)
+    with pytest.raises(RuntimeError, match="another checkpoint than the staged GPU GPT"):
+        comparison.longer_pretraining_rows()
+    with pytest.raises(ValueError, match="no GPU-pretrained 'bert_imdb'"):
+        comparison.staged_report("bert_imdb")

@@ -183,6 +183,65 @@ def bow_baseline_rows(truncation: str | None = None) -> list[dict]:
             for s in summary]
 
 
+GPU_STAGED = results.RESULTS_DIR / "gpu_pretraining"  # checkpoints pretrained on a GPU, not shipped yet
+
+
+def staged_report(checkpoint: str) -> dict:
+    """The ``pretrain.json`` of a checkpoint pretrained on a GPU by ``lmlib.recipes.accelerated`` and kept in
+    ``tests/benchmarks/results/gpu_pretraining/<checkpoint>/`` until the notebooks are moved to it."""
+    path = GPU_STAGED / checkpoint / "pretrain.json"
+    if not path.is_file():
+        raise ValueError(f"no GPU-pretrained {checkpoint!r} in {GPU_STAGED}; there are "
+                         f"{sorted(d.name for d in GPU_STAGED.iterdir() if d.is_dir())}")
+    return json.loads(path.read_text())
+
+
+def longer_pretraining_rows() -> list[dict]:
+    """Does a longer pretraining pay? The GPT pretrained on a GPU (``staged_report("gpt_imdb")``: ~244M tokens)
+    beside the shipped GPT (4.1M tokens) and the same architecture from random weights, all fine-tuned by the same
+    recipe (``lmlib.recipes.gpt.FINETUNE_RECIPE``, rate 5e-4, λ = 0) on the same label samples and scored on the same
+    1,000 IMDb test reviews, and the bag of words on the same text; then frozen features (a linear probe on each
+    layer's mean-pooled states, the best layer at 1,000 labels) of the GPU GPT against the same GPT at random init.
+    Rows: ``method``, ``tokens`` (pretraining tokens, None for none), ``n_labels``, ``mean``, ``se``, ``seeds``,
+    ``source``. Each result file is checked against the checkpoint it claims."""
+    staged = staged_report("gpt_imdb")
+    gpu = results.load("gpu_transfer_gpt")
+    if gpu["checkpoint"]["sha256"] != staged["sha256"]:
+        raise RuntimeError("gpu_transfer_gpt.json was measured with another checkpoint than the staged GPU GPT; rerun "
+                           "tests/benchmarks/gpu_transfer.py gpt on it")
+    shipped = results.load("gpt_finetune")
+    require_checkpoint("gpt_finetune", shipped["checkpoint_sha256"], "gpt_imdb")
+    if shipped["settings"]["recipe"]["lr"] != 5e-4 or gpu["settings"]["test_reviews"] != shipped["settings"]["n_test"]:
+        raise RuntimeError("the shipped and GPU GPT results were measured with different recipes or test sets")
+    rows: list[dict] = []
+
+    def add(method, tokens, r, source):
+        rows.append(dict(method=method, tokens=tokens, n_labels=int(r["n_labels"]), mean=float(r["mean"]),
+                         se=None if r["se"] is None else float(r["se"]), seeds=r["seeds"], source=source))
+
+    sizes = {100, 1000}
+    for condition, method, tokens in (("scratch", "GPT architecture, random init", None),
+                                      ("gpt", "GPT fine-tuned, shipped (CPU) pretraining", shipped_report("gpt_imdb")["tokens_seen"])):
+        for r in shipped["summary"]:
+            if r["condition"] == condition and r["n_labels"] in sizes:
+                add(method, tokens, r, "gpt_finetune")
+    names = {"gpt": "GPT fine-tuned, GPU pretraining", "gpt_mean": "GPT fine-tuned, GPU pretraining, mean-pooled head"}
+    for r in gpu["summary"]:
+        if r.get("condition") in names and r["n_labels"] in sizes:
+            add(names[r["condition"]], staged["tokens_seen"], r, "gpu_transfer_gpt")
+    for r in bow_baseline_rows("model_view"):
+        if r["n_labels"] in sizes:
+            add(r["method"], None, r, "bow_baseline")
+    for init, method, tokens in (("pretrained", "frozen features, GPU GPT (best layer, linear probe)", staged["tokens_seen"]),
+                                 ("random", "frozen features, GPT at random init (best layer, linear probe)", None)):
+        probes = [r for r in gpu["summary"] if r.get("init") == init]
+        best = max((r for r in probes if r["n_labels"] == 1000), key=lambda r: r["mean"])["layer"]
+        for r in probes:
+            if r["layer"] == best:
+                add(f"{method}: layer {best}", tokens, r, "gpu_transfer_gpt")
+    return rows
+
+
 def context_directions(states: Callable[[object], torch.Tensor], original, changed, position: int) -> dict[str, bool]:
     """Which positions' representations move when the token at ``position`` is replaced: ``{"earlier": ...,
     "later": ...}``. ``states(x)`` maps an input to ``(1, T, d)`` representations; ``changed`` is ``original`` with
