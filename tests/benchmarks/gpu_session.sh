@@ -64,30 +64,18 @@ EV="$PY tests/benchmarks/gpu_transfer.py"
 left() { echo $(( EVAL_END - ($(date +%s) - T0) )); }
 stamp() { echo "[$(( $(date +%s) - T0 )) s] $*" >> "$OUT/logs/session.log"; }
 
-chain_gpt() {
-  stamp "gpt: pretraining"
-  $ACC gpt --out "$OUT/ckpt/gpt_imdb" --device $DEV $GPT > "$OUT/logs/gpt.log" 2>&1 || stamp "gpt: pretraining FAILED"
-  stamp "gpt: transfer"
-  $EV gpt --checkpoint "$OUT/ckpt/gpt_imdb" --labelled "$D/labelled.json" --out "$OUT/results/gpt.json" \
-      --device $DEV --deadline "$(left)" $EVAL >> "$OUT/logs/gpt.log" 2>&1 || stamp "gpt: transfer FAILED"
-  stamp "gpt: done"
+pretrain_then_transfer() {  # MODEL FOLDER "PRETRAIN OPTIONS": one checkpoint, then its transfer benchmark
+  local model=$1 folder=$2 options=$3
+  stamp "$model: pretraining"
+  $ACC "$model" --out "$OUT/ckpt/$folder" --device $DEV $options > "$OUT/logs/$model.log" 2>&1 || stamp "$model: pretraining FAILED"
+  stamp "$model: transfer"
+  $EV "$model" --checkpoint "$OUT/ckpt/$folder" --labelled "$D/labelled.json" --out "$OUT/results/$model.json" \
+      --device $DEV --deadline "$(left)" $EVAL >> "$OUT/logs/$model.log" 2>&1 || stamp "$model: transfer FAILED"
+  stamp "$model: done"
 }
-chain_bert() {
-  stamp "bert: pretraining"
-  $ACC bert --out "$OUT/ckpt/bert_imdb" --device $DEV $BERT > "$OUT/logs/bert.log" 2>&1 || stamp "bert: pretraining FAILED"
-  stamp "bert: transfer"
-  $EV bert --checkpoint "$OUT/ckpt/bert_imdb" --labelled "$D/labelled.json" --out "$OUT/results/bert.json" \
-      --device $DEV --deadline "$(left)" $EVAL >> "$OUT/logs/bert.log" 2>&1 || stamp "bert: transfer FAILED"
-  stamp "bert: done"
-}
-chain_elmo() {
-  stamp "elmo: pretraining"
-  $ACC elmo --out "$OUT/ckpt/elmo_imdb" --device $DEV $ELMO > "$OUT/logs/elmo.log" 2>&1 || stamp "elmo: pretraining FAILED"
-  stamp "elmo: transfer"
-  $EV elmo --checkpoint "$OUT/ckpt/elmo_imdb" --labelled "$D/labelled.json" --out "$OUT/results/elmo.json" \
-      --device $DEV --deadline "$(left)" $EVAL >> "$OUT/logs/elmo.log" 2>&1 || stamp "elmo: transfer FAILED"
-  stamp "elmo: done"
-}
+chain_gpt() { pretrain_then_transfer gpt gpt_imdb "$GPT"; }
+chain_bert() { pretrain_then_transfer bert bert_imdb "$BERT"; }
+chain_elmo() { pretrain_then_transfer elmo elmo_imdb "$ELMO"; }
 chain_ulmfit() {
   stamp "awd-lstm: pretraining"
   $ACC awd-lstm --out "$OUT/ckpt/awd_lstm_ptb" --device $DEV $AWD > "$OUT/logs/ulmfit.log" 2>&1 || stamp "awd-lstm FAILED"

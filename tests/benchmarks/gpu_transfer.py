@@ -109,6 +109,39 @@ def _late(deadline: float | None, start: float) -> bool:
     return deadline is not None and time.perf_counter() - start > deadline
 
 
+def tune_and_test(results: Results, grid: str, tuned: tuple[str, ...], run, inputs, start: float,
+                  deadline: float | None, borrowed: dict[str, str] | None = None) -> None:
+    """Fine-tuning rows. Each ``tuned`` condition is trained at every rate of ``GRIDS[grid]`` on the seed-0 sample of
+    the largest size and scored on the dev split (or takes ``--rate``), and keeps its best rate; ``borrowed`` maps
+    further conditions to the one whose rate they take. Then every condition is trained on each size and seed and
+    scored on the test reviews. ``run(condition, rate, train, evaluate, seed) -> (accuracy, steps, seconds)``;
+    ``inputs(split, size, seed)`` gives ``(inputs, labels)``. Nothing new starts past the deadline."""
+    borrowed = borrowed or {}
+    best = {}
+    for condition in _kept(tuned):
+        if OPTIONS["rate"] is not None:
+            best[condition] = OPTIONS["rate"]
+            continue
+        scores = {}
+        for rate in GRIDS[grid]:
+            if _late(deadline, start):
+                return
+            acc, steps, _ = run(condition, rate, inputs("train", SIZES[-1], 0), inputs("dev"), 0)
+            scores[rate] = acc
+            results.add({"condition": condition, "lr": rate, "n_labels": SIZES[-1], "seed": 0, "dev_accuracy": acc,
+                         "steps": steps}, dev=True)
+        best[condition] = max(scores, key=scores.get)
+    best.update({c: best[source] for c, source in borrowed.items() if source in best})
+    for size in SIZES:
+        for seed in SEEDS:
+            for condition in _kept((*tuned, *borrowed)):
+                if _late(deadline, start):
+                    return
+                acc, steps, seconds = run(condition, best[condition], inputs("train", size, seed), inputs("test"), seed)
+                results.add({"condition": condition, "lr": best[condition], "n_labels": size, "seed": seed,
+                             "accuracy": acc, "steps": steps, "train_seconds": round(seconds, 1)})
+
+
 # -- frozen features ------------------------------------------------------------------------------------------
 
 def probe_rows(results: Results, features: dict, labelled: Labelled, start: float, deadline: float | None) -> None:
@@ -203,28 +236,8 @@ def gpt(checkpoint: Path, labelled: Labelled, results: Results, device: torch.de
         features.update({(init, f): v for f, v in sets.items()})
     probe_rows(results, features, labelled, start, deadline)
 
-    best = {}
-    for condition in _kept(("gpt", "scratch")) if OPTIONS["rate"] is None else ():
-        scores = {}
-        for lr in GRIDS["gpt"]:
-            if _late(deadline, start):
-                return
-            acc, steps, seconds = run(condition, lr, inputs("train", SIZES[-1], 0), inputs("dev"), 0)
-            scores[lr] = acc
-            results.add({"condition": condition, "lr": lr, "n_labels": SIZES[-1], "seed": 0, "dev_accuracy": acc,
-                         "steps": steps}, dev=True)
-        best[condition] = max(scores, key=scores.get)
-    if OPTIONS["rate"] is not None:
-        best = {c: OPTIONS["rate"] for c in ("gpt", "scratch")}
-    best["gpt_aux"] = best["gpt_mean"] = best["gpt"]
-    for size in SIZES:
-        for seed in SEEDS:
-            for condition in _kept(("gpt", "scratch", "gpt_mean", "gpt_aux")):
-                if _late(deadline, start):
-                    return
-                acc, steps, seconds = run(condition, best[condition], inputs("train", size, seed), inputs("test"), seed)
-                results.add({"condition": condition, "lr": best[condition], "n_labels": size, "seed": seed,
-                             "accuracy": acc, "steps": steps, "train_seconds": round(seconds, 1)})
+    tune_and_test(results, "gpt", ("gpt", "scratch"), run, inputs, start, deadline,
+                  borrowed={"gpt_mean": "gpt", "gpt_aux": "gpt"})
 
 
 # -- BERT -------------------------------------------------------------------------------------------------------
@@ -279,26 +292,7 @@ def bert(checkpoint: Path, labelled: Labelled, results: Results, device: torch.d
         acc = float((predicted == torch.tensor(evaluate[1])).float().mean())
         return acc, trainer.step, time.perf_counter() - t
 
-    best = {}
-    for condition in _kept(("bert", "scratch")) if OPTIONS["rate"] is None else ():
-        scores = {}
-        for lr in GRIDS["bert"]:
-            if _late(deadline, start):
-                return
-            acc, steps, _ = run(condition, lr, inputs("train", SIZES[-1], 0), inputs("dev"), 0)
-            scores[lr] = acc
-            results.add({"condition": condition, "lr": lr, "n_labels": SIZES[-1], "seed": 0, "dev_accuracy": acc,
-                         "steps": steps}, dev=True)
-        best[condition] = max(scores, key=scores.get)
-    for size in SIZES:
-        for seed in SEEDS:
-            for condition in _kept(("bert", "scratch")):
-                best.setdefault(condition, OPTIONS["rate"])
-                if _late(deadline, start):
-                    return
-                acc, steps, seconds = run(condition, best[condition], inputs("train", size, seed), inputs("test"), seed)
-                results.add({"condition": condition, "lr": best[condition], "n_labels": size, "seed": seed,
-                             "accuracy": acc, "steps": steps, "train_seconds": round(seconds, 1)})
+    tune_and_test(results, "bert", ("bert", "scratch"), run, inputs, start, deadline)
 
 
 # -- ELMo -------------------------------------------------------------------------------------------------------
@@ -360,26 +354,7 @@ def ulmfit(checkpoint: Path, labelled: Labelled, results: Results, device: torch
                                      max_steps_per_epoch=settings["max_steps_per_epoch"], seed=seed, device=device)
         return U.accuracy(model, *evaluate, max_len=settings["max_len"]), trainer.step, time.perf_counter() - t
 
-    best = {}
-    for condition in _kept(("ulmfit", "scratch")) if OPTIONS["rate"] is None else ():
-        scores = {}
-        for eta in GRIDS["ulmfit"]:
-            if _late(deadline, start):
-                return
-            acc, steps, _ = run(condition, eta, inputs("train", SIZES[-1], 0), inputs("dev"), 0)
-            scores[eta] = acc
-            results.add({"condition": condition, "lr": eta, "n_labels": SIZES[-1], "seed": 0, "dev_accuracy": acc,
-                         "steps": steps}, dev=True)
-        best[condition] = max(scores, key=scores.get)
-    for size in SIZES:
-        for seed in SEEDS:
-            for condition in _kept(("ulmfit", "scratch")):
-                best.setdefault(condition, OPTIONS["rate"])
-                if _late(deadline, start):
-                    return
-                acc, steps, seconds = run(condition, best[condition], inputs("train", size, seed), inputs("test"), seed)
-                results.add({"condition": condition, "lr": best[condition], "n_labels": size, "seed": seed,
-                             "accuracy": acc, "steps": steps, "train_seconds": round(seconds, 1)})
+    tune_and_test(results, "ulmfit", ("ulmfit", "scratch"), run, inputs, start, deadline)
 
 
 MODELS = {"gpt": gpt, "bert": bert, "elmo": elmo, "ulmfit": ulmfit}
