@@ -13,7 +13,7 @@ import math
 import random
 import subprocess
 import sys
-import time
+import types
 
 import pytest
 import torch
@@ -173,18 +173,22 @@ def test_device_loop_takes_the_trainers_steps():
     assert run["tokens_seen"] == 30 * 16 and run["steps"] == run["planned_steps"] == 30
 
 
-def test_device_loop_fits_the_schedule_to_a_deadline():
+def test_device_loop_fits_the_schedule_to_a_deadline(monkeypatch):
+    # A clock that advances 4 ms per step, so the test does not depend on this machine's speed or load.
+    now = [0.0]
+    monkeypatch.setattr(A, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
     model = _toy()
     opt = torch.optim.AdamW(model.parameters(), lr=0.01)
 
-    def slow(t):
-        time.sleep(0.004)
+    def step(t):
+        now[0] += 0.004
         return model(torch.ones(2, 6)).pow(2).mean(), torch.tensor(2)
 
-    run = A.device_loop(model, slow, 10_000, lambda t, T: warmup_cosine(t, T, 5, 0.1), opt, None, False,
+    run = A.device_loop(model, step, 10_000, lambda t, T: warmup_cosine(t, T, 5, 0.1), opt, None, False,
                         log_every=25, deadline=0.6)
-    assert run["planned_steps"] == 10_000 and 50 < run["steps"] < 400
-    assert run["train_seconds"] < 1.5
+    # the first interval is taken as start-up; at step 50 the 9,950 steps left would need 40 s, 0.4 s is left: 150
+    assert run["planned_steps"] == 10_000 and 148 <= run["steps"] <= 152
+    assert run["train_seconds"] == pytest.approx(0.6, abs=0.02)
     assert opt.param_groups[0]["lr"] == pytest.approx(0.01 * warmup_cosine(run["steps"] - 1, run["steps"], 5, 0.1))
 
 
