@@ -44,8 +44,9 @@ import torch
 import torch.nn.functional as F
 
 from ..runtime import pick_device, seed_everything
+from ..training.callbacks import StepProgress, TimeBudget
 from ..training.schedules import warmup_cosine, weight_decay_groups
-from ..training.trainer import Callback
+from .shipping import round_to_fp16
 
 RECIPES = {
     # GPT: the run measured on an H200 (251M tokens, 81 s): the CPU recipe's rate and betas at batch 256
@@ -199,10 +200,7 @@ def pretrain_gpt(out_dir: str | Path, recipe: dict, device: torch.device, bf16: 
     valid_stream = G.encode_stream(tokenizer, valid_texts)
     print(f"gpt: {stream.numel():,} training tokens encoded in {time.perf_counter() - start:.0f} s", flush=True)
 
-    config = GPTConfig(vocab_size=len(tokenizer), **{k: shipped["config"][k] for k in
-                                                     ("block_size", "num_layers", "num_heads", "d_model", "d_ff",
-                                                      "norm", "activation", "bias", "tie_embeddings",
-                                                      "layer_norm_eps")}, dropout=0.0)
+    config = GPTConfig(**{**shipped["config"], "dropout": 0.0})  # the shipped GPT's config, as pretrained
     model = GPT(config).to(device)
     opt = fused_adamw(weight_decay_groups(model, recipe["weight_decay"]), recipe["lr"], recipe["betas"],
                       recipe["weight_decay"], device)
@@ -221,7 +219,7 @@ def pretrain_gpt(out_dir: str | Path, recipe: dict, device: torch.device, bf16: 
     run = device_loop(model, loss_fn, steps, lambda t, total: warmup_cosine(t, total, recipe["warmup"], recipe["min_ratio"]),
                       opt, recipe["clip"], bf16, label="gpt", deadline=deadline)
     model = model.float().cpu().eval()
-    _round_to_fp16(model)  # the metrics describe the weights as shipped
+    round_to_fp16(model)  # the metrics describe the weights as shipped
     valid_nll = G.evaluate_stream(model, valid_stream, recipe["valid_windows"])
     n_tokens = min(recipe["valid_windows"], (valid_stream.numel() - 1) // T) * T
     n_chars = len(tokenizer.decode(valid_stream[1: n_tokens + 1].tolist()))
@@ -244,19 +242,20 @@ def pretrain_gpt(out_dir: str | Path, recipe: dict, device: torch.device, bf16: 
 # -- BERT -----------------------------------------------------------------------------------------------------
 
 def packed_instances(documents: Sequence[Sequence[Sequence[int]]], max_len: int, rng: random.Random, nsp: bool,
-                     short_seq_prob: float = 0.1) -> list[tuple[list[int], list[int], bool]]:
+                     short_seq_prob: float = 0.1, starts: range | None = None) -> list[tuple[list[int], list[int], bool]]:
     """``(A, B, is_next)`` per instance, segments filled to the full length as in BERT's released pre-processing:
     consecutive sentences of a document are gathered until they reach the target length (``max_len − 3``; with
     probability ``short_seq_prob`` a shorter random target, so short inputs are seen too), then cut at a random
     sentence boundary into A and B. With ``nsp``, half the time B is instead as many sentences as fit from a random
     place in another document (NotNext), and the sentences A left unused go back to be read next. Without ``nsp``
     B is always the true continuation (one contiguous span of text). The pair is then trimmed to fit, from the end
-    of the longer segment."""
+    of the longer segment. ``starts``: build instances from these documents only (NotNext segments still come from
+    all of them); default every document."""
     from ..text.bert_data import truncate_pair
 
     target_max = max_len - 3
     out = []
-    for d in range(getattr(documents, "limit", len(documents))):
+    for d in range(len(documents)) if starts is None else starts:
         doc = documents[d]
         target = rng.randint(2, target_max) if rng.random() < short_seq_prob else target_max
         chunk, length, i = [], 0, 0
@@ -330,29 +329,8 @@ def _pack_part(job: tuple[int, int, int, int, bool, float, object]) -> list[tupl
     """Pool worker: :func:`packed_instances` over documents ``lo .. hi − 1`` (the others stay available as
     NotNext sources) with a generator seeded by ``seed``, as :func:`instance_tensors`."""
     lo, hi, seed, max_len, nsp, short_seq_prob, specials = job
-    rng = random.Random(seed)
-    part = _packed_range(_DOCUMENTS, lo, hi, max_len, rng, nsp, short_seq_prob)
+    part = packed_instances(_DOCUMENTS, max_len, random.Random(seed), nsp, short_seq_prob, starts=range(lo, hi))
     return [instance_tensors(part, specials, max_len)]
-
-
-def _packed_range(documents, lo, hi, max_len, rng, nsp, short_seq_prob):
-    view = _DocumentsFrom(documents, lo, hi)
-    return packed_instances(view, max_len, rng, nsp, short_seq_prob)
-
-
-class _DocumentsFrom:
-    """``documents`` seen as the documents ``lo .. hi − 1`` followed by all the others, so that
-    :func:`packed_instances` builds instances from the first ``hi − lo`` only (``limit``) and draws NotNext
-    segments from the whole corpus."""
-
-    def __init__(self, documents, lo: int, hi: int):
-        self.documents, self.lo, self.limit = documents, lo, hi - lo
-
-    def __len__(self) -> int:
-        return len(self.documents)
-
-    def __getitem__(self, i: int):
-        return self.documents[(self.lo + i) % len(self.documents)]
 
 
 def packed_tensors(documents: Sequence, max_len: int, seed: int, nsp: bool, short_seq_prob: float, specials,
@@ -432,10 +410,10 @@ def pretrain_bert(out_dir: str | Path, recipe: dict, device: torch.device, bf16:
             loss = loss + F.cross_entropy(out.nsp_logits.float(), y_nsp)
         return loss, attention.sum()
 
-    run = device_loop(model, loss_fn, steps, lambda t, total: _warmup_linear(t, total, recipe["warmup"]), opt,
+    run = device_loop(model, loss_fn, steps, lambda t, total: Bm.warmup_linear(t, total, recipe["warmup"]), opt,
                       recipe["clip"], bf16, label="bert" if recipe["nsp"] else "bert-mlm", deadline=deadline)
     model = model.float().cpu().eval()
-    _round_to_fp16(model)
+    round_to_fp16(model)
     from ..text.bert_data import SentencePair
 
     packed_pairs = [SentencePair(a, b, is_next) for a, b, is_next in valid_packed]
@@ -457,10 +435,6 @@ def pretrain_bert(out_dir: str | Path, recipe: dict, device: torch.device, bf16:
     }
     return save_shipped(out_dir, Bm.NAME, model.state_dict(), config.__dict__, report,
                         side_files={"tokenizer.json": tokenizer.save}, skip=("mlm.decoder.weight",))
-
-
-def _warmup_linear(t: int, T: int, warmup: int) -> float:
-    return (t + 1) / warmup if t < warmup else max(0.0, (T - t) / (T - warmup))
 
 
 # -- ELMo -----------------------------------------------------------------------------------------------------
@@ -522,7 +496,7 @@ def pretrain_elmo(out_dir: str | Path, recipe: dict, device: torch.device, bf16:
                       recipe["clip"],
                       False, label="elmo", deadline=deadline)  # float32 (TF32): the LSTMs stay in cuDNN's fp32 path
     model = model.float().eval()
-    _round_to_fp16(model)
+    round_to_fp16(model)
     metrics = E.evaluate_bilm(model, valid, vocab)  # on the device
     model = model.cpu()
     parameters = sum(p.numel() for p in model.parameters())
@@ -563,10 +537,10 @@ def pretrain_awd_lstm(out_dir: str | Path, recipe: dict, device: torch.device, b
     windows = list(bptt_batches(streams, recipe["bptt"]))
     batches = [windows[i % len(windows)] for i in range(recipe["steps"])]
     opt = torch.optim.Adam(model.parameters(), lr=recipe["eta_max"], betas=recipe["betas"])
-    progress = _Progress("awd-lstm", recipe["steps"], recipe["batch_size"] * recipe["bptt"], deadline=deadline)
     trainer = Trainer(model, opt, StatefulLMLoss(state_batch_dim=1),
                       [STLR(recipe["steps"], recipe["cut_frac"], recipe["ratio"]), GradientClipping(recipe["clip"]),
-                       progress], device=device)
+                       *_trainer_watch("awd-lstm", recipe["steps"], recipe["batch_size"] * recipe["bptt"], deadline)],
+                      device=device)
     start = time.perf_counter()
     trainer.fit(lambda epoch: batches)
     train_seconds = time.perf_counter() - start
@@ -580,8 +554,9 @@ def pretrain_awd_lstm(out_dir: str | Path, recipe: dict, device: torch.device, b
         "config": config.__dict__, "recipe": recipe, "parameters": parameters, "tokens_seen": tokens,
         "tokens_per_parameter": tokens / parameters, "train_tokens_per_epoch": int(streams.numel()),
         "epochs": tokens / streams.numel(), "final_train_loss": trainer.history[-1]["train_loss"],
-        "train_loss_curve": progress.curve, "valid_ppl": valid_ppl, "test_ppl": test_ppl,
-        "train_seconds": train_seconds, "stopped_at": progress.stopped_at, **_device_facts(device, False),
+        "train_loss_curve": _loss_curve(trainer.batch_losses), "valid_ppl": valid_ppl, "test_ppl": test_ppl,
+        "train_seconds": train_seconds, "stopped_at": _stopped_at(trainer, train_seconds, deadline),
+        **_device_facts(device, False),
     }
     return U.save_pretrained(model, vocab, out_dir, report)
 
@@ -610,10 +585,10 @@ def finetune_ulmfit_imdb(out_dir: str | Path, recipe: dict, device: torch.device
     before = {"imdb_held_out_ppl": U.evaluate_lm(lm, held_ids), "ptb_test_ppl": U.evaluate_lm(lm, ptb_test)}
     print(f"ulmfit-imdb: before {before}", flush=True)
     seed_everything(recipe["seed"])
-    progress = _Progress("ulmfit-imdb", recipe["steps"], recipe["batch_size"] * recipe["bptt"], deadline=deadline)
+    watch = _trainer_watch("ulmfit-imdb", recipe["steps"], recipe["batch_size"] * recipe["bptt"], deadline)
     start = time.perf_counter()
     trainer = U.finetune_lm(lm, train_ids.to(device), eta_max=recipe["eta_max"], batch_size=recipe["batch_size"],
-                            bptt=recipe["bptt"], max_steps=recipe["steps"], callbacks=[progress],
+                            bptt=recipe["bptt"], max_steps=recipe["steps"], callbacks=watch,
                             factor=recipe["factor"], device=device)
     train_seconds = time.perf_counter() - start
     after = {"imdb_held_out_ppl": U.evaluate_lm(lm, held_ids), "ptb_test_ppl": U.evaluate_lm(lm, ptb_test)}
@@ -632,18 +607,13 @@ def finetune_ulmfit_imdb(out_dir: str | Path, recipe: dict, device: torch.device
         "held_out_reviews": len(held_out), "held_out_tokens": int(held_ids.numel()),
         "held_out_unk_rate": (held_ids == vocab.unk_id).float().mean().item(),
         "before": before, "after": after, "final_train_loss": trainer.history[-1]["train_loss"],
-        "train_loss_curve": progress.curve, "train_seconds": train_seconds, "stopped_at": progress.stopped_at, **_device_facts(device, False),
+        "train_loss_curve": _loss_curve(trainer.batch_losses), "train_seconds": train_seconds,
+        "stopped_at": _stopped_at(trainer, train_seconds, deadline), **_device_facts(device, False),
     }
     return U.save_pretrained(lm, vocab, out_dir, report, stem="ulmfit_imdb")
 
 
 # -- shared pieces --------------------------------------------------------------------------------------------
-
-def _round_to_fp16(model: torch.nn.Module) -> None:
-    with torch.no_grad():
-        for p in model.parameters():
-            p.copy_(p.half().float())
-
 
 def _device_facts(device: torch.device, bf16: bool) -> dict:
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
@@ -651,36 +621,22 @@ def _device_facts(device: torch.device, bf16: bool) -> dict:
                     "torch": torch.__version__}}
 
 
-class _Progress(Callback):
-    """A Trainer callback: every ``every`` steps, the mean loss since the last line, tokens/s and the ETA; with a
-    ``deadline`` (seconds since the fit began) it stops training there, as :func:`device_loop` does."""
+def _trainer_watch(label: str, total: int, tokens_per_step: int, deadline: float | None) -> list:
+    """The Trainer's callbacks for a GPU recipe run through it: the course's progress line (tokens/s, ETA) and,
+    with a deadline, the course's time budget (training stops at the first step past it)."""
+    watch = [StepProgress(total, tokens=lambda batch: tokens_per_step, desc=label)]
+    return watch + [TimeBudget(deadline)] if deadline is not None else watch
 
-    main_process_only = True
 
-    def __init__(self, label: str, total: int, tokens_per_step: int, every: int = 500, deadline: float | None = None):
-        self.label, self.total, self.tokens_per_step, self.every = label, total, tokens_per_step, every
-        self.deadline, self.stopped_at = deadline, None
-        self.curve, self._losses, self._start = [], [], None
+def _stopped_at(trainer, seconds: float, deadline: float | None) -> int | None:
+    """The step at which the time budget stopped a Trainer run (None: it was not stopped)."""
+    return trainer.step if deadline is not None and seconds >= deadline else None
 
-    def on_fit_begin(self, trainer) -> None:
-        self._start = time.perf_counter()
 
-    def on_batch_end(self, trainer, loss: float) -> None:
-        self._losses.append(loss)
-        if trainer.step % self.every == 0 or trainer.step == self.total:
-            elapsed = time.perf_counter() - self._start
-            mean = sum(self._losses) / len(self._losses)
-            self.curve.append({"step": trainer.step, "loss": mean, "seconds": round(elapsed, 1)})
-            rate = trainer.step * self.tokens_per_step / elapsed
-            eta = elapsed / trainer.step * (self.total - trainer.step)
-            print(f"{self.label} step {trainer.step}/{self.total} loss {mean:.4f} {rate / 1e6:.2f}M tokens/s "
-                  f"ETA {eta:.0f} s", flush=True)
-            self._losses = []
-        if self.deadline is not None and time.perf_counter() - self._start > self.deadline:
-            self.stopped_at = trainer.step
-            trainer.stop_training = True
-            print(f"{self.label}: stopped at step {trainer.step} of {self.total}: the time budget "
-                  f"({self.deadline:.0f} s) is spent", flush=True)
+def _loss_curve(losses: Sequence[float], every: int = 500) -> list[dict]:
+    """The mean training loss over each ``every`` steps, as ``{"step": last step, "loss": mean}``."""
+    return [{"step": i + len(chunk), "loss": sum(chunk) / len(chunk)}
+            for i in range(0, len(losses), every) for chunk in [losses[i: i + every]]]
 
 
 PRETRAINERS = {"gpt": pretrain_gpt, "bert": pretrain_bert, "bert-mlm": pretrain_bert, "elmo": pretrain_elmo,

@@ -48,7 +48,7 @@ from ..training.schedules import weight_decay_groups
 from ..training.trainer import BatchResult, Callback, Trainer, to_device
 from .finetuning import finetune_plan
 from .pretraining import PretrainRun, RunOptions, plan
-from .shipping import PRETRAINED_DIR, load_shipped, pretrain_command, save_shipped
+from .shipping import PRETRAINED_DIR, load_shipped, pretrain_command, round_to_fp16, save_shipped
 
 NAME = "bert_imdb"
 CHECKPOINT_DIR = PRETRAINED_DIR / NAME
@@ -203,12 +203,6 @@ class HeldOutCurve(Callback):
         self.rows = [dict(r) for r in state["rows"]]
 
 
-def _round_to_fp16(model: nn.Module) -> None:
-    with torch.no_grad():
-        for p in model.parameters():
-            p.copy_(p.half().float())
-
-
 def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full",
              run: RunOptions | None = None) -> dict | None:
     """Train the WordPiece and the BERT with the seeded ``PRETRAIN_RECIPE`` (``preset="teach"``: ``PRETRAIN_TEACH``);
@@ -255,7 +249,7 @@ def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full"
     if not job.writes:
         return None
     model.cpu()
-    _round_to_fp16(model)  # the metrics describe the weights as shipped
+    round_to_fp16(model)  # the metrics describe the weights as shipped
     metrics = evaluate_pretraining(model, valid, specials, recipe["max_len"], recipe["mask_rate"], recipe["valid_seed"])
     slice_metrics = evaluate_pretraining(model, valid[:256], specials, recipe["max_len"], recipe["mask_rate"],
                                          recipe["valid_seed"])

@@ -41,6 +41,14 @@ def _atomic_write(path: Path, write: Callable[[str], None]) -> None:
             os.unlink(tmp)
 
 
+def round_to_fp16(model: torch.nn.Module) -> None:
+    """Round every parameter to float16 and back in place, so metrics measured next describe the weights as shipped
+    (:func:`save_shipped` stores float16)."""
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(p.half().float())
+
+
 def save_shipped(out_dir: str | Path, name: str, state_dict: Mapping[str, torch.Tensor], config: Mapping,
                  report: Mapping, side_files: Mapping[str, Callable[[str], None]] = (),
                  skip: tuple[str, ...] = ()) -> dict:
