@@ -18,6 +18,19 @@ from lmlib.recipes import gpt as G
 torch.set_num_threads(1)
 
 
+def serve_stale(monkeypatch, name: str, change) -> None:
+    """Make ``results.load(name)`` return the committed file with ``change(data)`` applied, as if measured elsewhere."""
+    real = results.load
+
+    def stale(asked):
+        data = copy.deepcopy(real(asked))
+        if asked == name:
+            change(data)
+        return data
+
+    monkeypatch.setattr(results, "load", stale)
+
+
 def test_transfer_rows_reproduce_the_committed_summaries():
     rows = comparison.transfer_rows()
     gpt = {(r["condition"], r["n_labels"]): r["mean"] for r in results.load("gpt_finetune")["summary"]}
@@ -33,15 +46,7 @@ def test_transfer_rows_reproduce_the_committed_summaries():
 
 
 def test_a_result_from_another_checkpoint_is_refused(monkeypatch):
-    real = results.load
-
-    def stale(name):
-        data = copy.deepcopy(real(name))
-        if name == "gpt_finetune":
-            data["checkpoint_sha256"] = "0" * 64
-        return data
-
-    monkeypatch.setattr(results, "load", stale)
+    serve_stale(monkeypatch, "gpt_finetune", lambda data: data.update(checkpoint_sha256="0" * 64))
     with pytest.raises(RuntimeError, match="gpt_finetune.json was measured with another gpt_imdb checkpoint"):
         comparison.transfer_rows()
     with pytest.raises(ValueError, match="unknown checkpoint"):
@@ -106,15 +111,7 @@ def test_the_courses_rows_are_the_committed_summary():
 
 
 def test_rows_cut_with_another_tokenizer_are_refused(monkeypatch):
-    real = results.load
-
-    def stale(name):
-        data = copy.deepcopy(real(name))
-        if name == "bow_baseline":
-            data["checkpoint_sha256"] = "0" * 64
-        return data
-
-    monkeypatch.setattr(results, "load", stale)
+    serve_stale(monkeypatch, "bow_baseline", lambda data: data.update(checkpoint_sha256="0" * 64))
     with pytest.raises(RuntimeError, match="cut its 'model_view' reviews with another GPT tokenizer"):
         comparison.bow_baseline_rows()
     assert len(comparison.bow_baseline_rows("full")) == 3  # the full reviews do not depend on the tokenizer
@@ -156,15 +153,8 @@ def test_longer_pretraining_rows_are_the_committed_summaries():
 
 
 def test_a_gpu_result_from_another_checkpoint_is_refused(monkeypatch):
-    real = results.load
-
-    def stale(name):
-        data = copy.deepcopy(real(name))
-        if name == "gpu_transfer_gpt":
-            data["checkpoint"]["sha256"]["gpt_imdb.safetensors"] = "0" * 64
-        return data
-
-    monkeypatch.setattr(results, "load", stale)
+    serve_stale(monkeypatch, "gpu_transfer_gpt",
+                lambda data: data["checkpoint"]["sha256"].update({"gpt_imdb.safetensors": "0" * 64}))
     with pytest.raises(RuntimeError, match="another checkpoint than the staged GPU GPT"):
         comparison.longer_pretraining_rows()
     with pytest.raises(ValueError, match="no GPU-pretrained 'bert_imdb'"):

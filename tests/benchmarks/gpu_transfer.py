@@ -29,6 +29,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -71,6 +72,17 @@ class Labelled:
     def __init__(self, path: Path):
         raw = json.loads(Path(path).read_text())
         self.raw, self.texts = raw, raw["texts"]
+
+    def encoded(self, encode: Callable) -> Callable:
+        """``inputs(split, size, seed) -> (encode(texts), labels)``, each split encoded once."""
+        cache = {}
+
+        def inputs(name: str, size: int | None = None, seed: int | None = None):
+            if (name, size, seed) not in cache:
+                texts, labels = self.split(name, size, seed)
+                cache[name, size, seed] = (encode(texts), labels)
+            return cache[name, size, seed]
+        return inputs
 
     def split(self, name: str, size: int | None = None, seed: int | None = None) -> tuple[list[str], list[int]]:
         part = self.raw[name] if size is None else self.raw[name][str(size)][str(seed)]
@@ -166,11 +178,26 @@ def probe_rows(results: Results, features: dict, labelled: Labelled, start: floa
                                  "accuracy": E.probe_accuracy(probe, x_test, test_y)})
 
 
-def _feature_sets(extract, labelled: Labelled) -> tuple[dict, torch.Tensor]:
-    """``extract(texts) -> {feature: (n, layers, d)}`` on every training sample and the test set."""
-    test = extract(labelled.split("test")[0])
-    train = {(size, seed): extract(labelled.split("train", size, seed)[0]) for size in SIZES for seed in SEEDS}
-    return {f: ({k: v[f] for k, v in train.items()}, test[f]) for f in test}, test
+def probe_inits(results: Results, labelled: Labelled, extractor, models: dict, start: float,
+                deadline: float | None) -> None:
+    """:func:`probe_rows` for each of ``models`` (``{init: model}``): ``extractor(model)`` gives ``extract(texts) ->
+    {feature: (n, layers, d)}``, run on every training sample and the test set. Nothing with ``--no-probes``."""
+    if not OPTIONS["probes"]:
+        return
+    features = {}
+    for init, model in models.items():
+        extract = extractor(model)
+        test = extract(labelled.split("test")[0])
+        train = {(size, seed): extract(labelled.split("train", size, seed)[0]) for size in SIZES for seed in SEEDS}
+        features.update({(init, f): ({k: v[f] for k, v in train.items()}, test[f]) for f in test})
+    probe_rows(results, features, labelled, start, deadline)
+
+
+def masked_mean(stack: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``(B, L + 1, T, C)`` states and a ``(B, T)`` mask of real tokens -> ``(B, L + 1, C)`` means over the real
+    tokens, on the CPU."""
+    m = mask[:, None, :, None].float()
+    return ((stack * m).sum(2) / m.sum(2)).float().cpu()
 
 
 # -- GPT --------------------------------------------------------------------------------------------------------
@@ -186,14 +213,7 @@ def gpt(checkpoint: Path, labelled: Labelled, results: Results, device: torch.de
     pad = FinetuneTokens.from_tokenizer(tokenizer).pad
     conditions = {"gpt": (True, 0.0, "extract"), "gpt_mean": (True, 0.0, "mean"), "gpt_aux": (True, 0.5, "extract"),
                   "scratch": (False, 0.0, "extract"), "scratch_mean": (False, 0.0, "mean")}
-    encode = {}
-
-    def inputs(name, size=None, seed=None):
-        key = (name, size, seed)
-        if key not in encode:
-            texts, labels = labelled.split(name, size, seed)
-            encode[key] = (G.review_inputs(tokenizer, texts), labels)
-        return encode[key]
+    inputs = labelled.encoded(lambda texts: G.review_inputs(tokenizer, texts))
 
     def run(condition, lr, train, evaluate, seed):
         is_pretrained, lam, pooling = conditions[condition]
@@ -215,26 +235,20 @@ def gpt(checkpoint: Path, labelled: Labelled, results: Results, device: torch.de
                 rows = ids_list[i: i + 256]
                 width = max(len(r) for r in rows)
                 ids = torch.tensor([r + [pad] * (width - len(r)) for r in rows], device=device)
-                real = (torch.arange(width, device=device)[None] < torch.tensor([len(r) for r in rows], device=device)[:, None])
+                real = torch.arange(width, device=device)[None] < torch.tensor([len(r) for r in rows], device=device)[:, None]
                 h = model.pos_emb(model.tok_emb(ids))
                 layers = [h]
                 for block in model.blocks:
                     h, _ = block(h, None, False)
                     layers.append(h)
                 layers[-1] = model.ln_f(h)
-                stack = torch.stack(layers, 1)  # (B, L + 1, T, C)
-                m = real[:, None, :, None].float()
-                out.append(((stack * m).sum(2) / m.sum(2)).float().cpu())  # (B, L + 1, C): mean over real tokens
+                out.append(masked_mean(torch.stack(layers, 1), real))  # (B, L + 1, C)
             return {"mean": torch.cat(out)}
         return extract
 
     torch.manual_seed(0)
     random_gpt = GPT(GPTConfig(**pretrained.config.__dict__))
-    features = {}
-    for init, model in (("pretrained", pretrained), ("random", random_gpt)) if OPTIONS["probes"] else ():
-        sets, _ = _feature_sets(extractor(model), labelled)
-        features.update({(init, f): v for f, v in sets.items()})
-    probe_rows(results, features, labelled, start, deadline)
+    probe_inits(results, labelled, extractor, {"pretrained": pretrained, "random": random_gpt}, start, deadline)
 
     tune_and_test(results, "gpt", ("gpt", "scratch"), run, inputs, start, deadline,
                   borrowed={"gpt_mean": "gpt", "gpt_aux": "gpt"})
@@ -250,14 +264,7 @@ def bert(checkpoint: Path, labelled: Labelled, results: Results, device: torch.d
 
     pretrained, tokenizer = B.load_pretrained(checkpoint)
     pad = tokenizer.token_to_id("[PAD]")
-    encode = {}
-
-    def inputs(name, size=None, seed=None):
-        key = (name, size, seed)
-        if key not in encode:
-            texts, labels = labelled.split(name, size, seed)
-            encode[key] = (B.encode_single(tokenizer, texts, 128), labels)
-        return encode[key]
+    inputs = labelled.encoded(lambda texts: B.encode_single(tokenizer, texts, 128))
 
     def extractor(model):
         model = model.to(device).eval()
@@ -269,19 +276,14 @@ def bert(checkpoint: Path, labelled: Labelled, results: Results, device: torch.d
                                                                  [0] * len(texts), 256, pad):
                 out = model(ids.to(device), seg.to(device), mask.to(device))
                 stack = torch.stack(out.hidden_states, 1)  # (B, L + 1, T, C)
-                m = mask.to(device)[:, None, :, None].float()
                 cls.append(stack[:, :, 0].float().cpu())
-                mean.append(((stack * m).sum(2) / m.sum(2)).float().cpu())
+                mean.append(masked_mean(stack, mask.to(device)))
             return {"cls": torch.cat(cls), "mean": torch.cat(mean)}
         return extract
 
     torch.manual_seed(0)
     random_bert = Bert(BertConfig(**pretrained.config.__dict__))
-    features = {}
-    for init, model in (("pretrained", pretrained), ("random", random_bert)) if OPTIONS["probes"] else ():
-        sets, _ = _feature_sets(extractor(model), labelled)
-        features.update({(init, f): v for f, v in sets.items()})
-    probe_rows(results, features, labelled, start, deadline)
+    probe_inits(results, labelled, extractor, {"pretrained": pretrained, "random": random_bert}, start, deadline)
 
     def run(condition, lr, train, evaluate, seed):
         seed_everything(seed)
@@ -305,18 +307,17 @@ def elmo(checkpoint: Path, labelled: Labelled, results: Results, device: torch.d
     pretrained, _, _ = E.load_pretrained(checkpoint)
     torch.manual_seed(0)
     random_bilm = BiLM(pretrained.config)
-    features = {}
-    for init, model in (("pretrained", pretrained), ("random", random_bilm)):
+
+    def extractor(model):
         model = model.to(device).eval()
 
-        def extract(texts, model=model):
-            with torch.no_grad():
-                return {"layers": E.pooled_features(model, texts, 128)}
+        @torch.no_grad()
+        def extract(texts):
+            layers = E.pooled_features(model, texts, 128)
+            return {"layers": layers, "mix": layers}  # each layer alone, and the scalar mix of all
+        return extract
 
-        sets, _ = _feature_sets(extract, labelled)
-        features[(init, "layers")] = sets["layers"]
-        features[(init, "mix")] = sets["layers"]
-    probe_rows(results, features, labelled, start, deadline)
+    probe_inits(results, labelled, extractor, {"pretrained": pretrained, "random": random_bilm}, start, deadline)
 
 
 # -- ULMFiT -----------------------------------------------------------------------------------------------------
@@ -331,15 +332,8 @@ def ulmfit(checkpoint: Path, labelled: Labelled, results: Results, device: torch
     lm, vocab = U.load_pretrained(checkpoint, **U.IMDB_RECIPE["dropouts"])
     settings = dict(epochs=5, batch_size=32, max_len=128, min_steps_per_epoch=10, max_steps_per_epoch=160)
     results.head["settings"]["ulmfit"] = settings
-    encode = {}
-
-    def inputs(name, size=None, seed=None):
-        key = (name, size, seed)
-        if key not in encode:
-            texts, labels = labelled.split(name, size, seed)
-            ids = U.encode_texts(vocab, [U.review_tokens(t) for t in texts])
-            encode[key] = ([U.head_and_tail(x, settings["max_len"]) for x in ids], labels)
-        return encode[key]
+    inputs = labelled.encoded(lambda texts: [U.head_and_tail(x, settings["max_len"]) for x in
+                                             U.encode_texts(vocab, [U.review_tokens(t) for t in texts])])
 
     def run(condition, eta, train, evaluate, seed):
         seed_everything(seed)
