@@ -3,9 +3,12 @@
 import ast
 import inspect
 import math
+from fractions import Fraction
+from types import SimpleNamespace
 
 import pytest
 import torch
+from torch import nn
 
 from lmlib.models import gpt as gpt_module
 from lmlib.models.gpt import (
@@ -154,6 +157,82 @@ def test_top_p_keeps_smallest_set_reaching_p():
     assert (top_p_filter(rows, 0.6) > NEG).tolist() == [[False, True, False, True], [True, False, False, False]]
 
 
+def nucleus_by_hand(probs, p):
+    """The indices Holtzman et al.'s top-p keeps, in exact arithmetic: the shortest prefix of the tokens sorted
+    by probability whose mass reaches p (probs and p given as decimal strings, read as exact fractions)."""
+    exact = [Fraction(q) for q in probs]
+    order = sorted(range(len(exact)), key=lambda i: -exact[i])
+    kept, mass = [], Fraction(0)
+    for i in order:
+        kept.append(i)
+        mass += exact[i]
+        if mass >= Fraction(p):
+            break
+    return sorted(kept)
+
+
+@pytest.mark.parametrize("probs, p", [
+    (["0.4", "0.3", "0.3"], "0.4"),  # 0.4 alone reaches p, though float32 gives 0.40000001 or 0.39999998
+    (["0.4", "0.3", "0.2", "0.1"], "0.4"),
+    (["0.4", "0.3", "0.2", "0.1"], "0.7"),
+    (["0.4", "0.3", "0.2", "0.1"], "0.9"),
+    (["0.1", "0.2", "0.3", "0.4"], "0.7"),
+    (["0.4", "0.3", "0.2", "0.1"], "0.4001"),  # just above a boundary: one more token
+    (["0.4", "0.3", "0.2", "0.1"], "0.6999"),  # just below one: no more
+])
+def test_top_p_at_a_boundary_that_is_not_exact_in_floating_point(probs, p):
+    z = logits_of([[float(q) for q in probs]])
+    kept = (top_p_filter(z, float(p)) > NEG)[0].nonzero().squeeze(1).tolist()
+    assert kept == nucleus_by_hand(probs, p)
+
+
+class FixedLogits(nn.Module):
+    """A stand-in for a GPT whose next-token logits are always ``logits`` (vocab,), to test generate's sampling."""
+
+    def __init__(self, logits):
+        super().__init__()
+        self.logits, self.config = torch.tensor(logits), SimpleNamespace(block_size=8)
+
+    def forward(self, idx, cache=None):
+        return self.logits.expand(idx.size(0), idx.size(1), -1)  # (B, T, V)
+
+
+@pytest.mark.parametrize("temperature, p, kept", [(0.5, 0.85, [0, 1]), (2.0, 0.75, [0, 1, 2])])
+def test_generate_applies_the_temperature_before_top_p(monkeypatch, temperature, p, kept):
+    # Sampling draws from softmax(z / τ) cut to its nucleus; top-p before the temperature would keep [0, 1, 2]
+    # and [0, 1] here instead.
+    probs = [0.5, 0.3, 0.15, 0.05]
+    sharpened = [q ** (1 / temperature) for q in probs]  # softmax(log q / τ) ∝ q^(1/τ)
+    sharpened = [q / sum(sharpened) for q in sharpened]
+    by_hand = nucleus_by_hand([repr(q) for q in sharpened], repr(p))
+    assert by_hand == kept
+    expected = [sharpened[i] / sum(sharpened[j] for j in kept) if i in kept else 0.0 for i in range(4)]
+    seen = []
+    real_multinomial = torch.multinomial
+
+    def spy(weights, *args, **kwargs):
+        seen.append(weights.clone())
+        return real_multinomial(weights, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "multinomial", spy)
+    model = FixedLogits([math.log(q) for q in probs])
+    generate(model, torch.zeros(1, 1, dtype=torch.long), 1, temperature=temperature, top_p=p, seed=0, use_cache=False)
+    assert len(seen) == 1
+    assert seen[0][0].tolist() == pytest.approx(expected, abs=1e-6)
+
+
+def test_a_temperature_too_small_for_the_logits_is_refused_with_greedy_advice():
+    with pytest.raises(ValueError, match=r"temperature 1e-39 is so small.*greedy=True"):
+        apply_temperature(torch.tensor([[2.0, -1.0]]), 1e-39)  # 2 / 1e-39 = 2e39 > float32's 3.4e38
+    model = FixedLogits([2.0, -1.0, 0.5])
+    prompt = torch.zeros(1, 1, dtype=torch.long)
+    for temperature in (1e-39, 1e-45, 1e-60):  # 1e-60 rounds to 0 in float32
+        with pytest.raises(ValueError, match="greedy=True"):
+            generate(model, prompt, 2, temperature=temperature, seed=0, use_cache=False)
+    small = generate(model, prompt, 2, temperature=1e-30, seed=0, use_cache=False)  # small but finite: the argmax
+    assert torch.equal(small, generate(model, prompt, 2, greedy=True, use_cache=False))
+
+
 def test_top_p_keeps_or_drops_ties_together():
     z = logits_of([[0.4, 0.2, 0.2, 0.2]])
     assert (top_p_filter(z, 0.5) > NEG)[0].tolist() == [True, True, True, True]  # tie at the boundary: all kept
@@ -243,6 +322,18 @@ def test_from_hf_refuses_other_architectures():
                                                                n_positions=8, activation_function="relu"))
     with pytest.raises(ValueError, match=r"activation_function"):
         GPT.from_hf(odd)
+
+
+def test_from_hf_copies_the_one_dropout_rate_and_refuses_three_different_ones():
+    transformers = pytest.importorskip("transformers")
+    sizes = dict(n_layer=1, n_head=2, n_embd=16, vocab_size=30, n_positions=8)
+    same = transformers.GPT2LMHeadModel(transformers.GPT2Config(**sizes, embd_pdrop=0.2, attn_pdrop=0.2,
+                                                                resid_pdrop=0.2))
+    assert GPT.from_hf(same).config.dropout == 0.2
+    for field in ("embd_pdrop", "attn_pdrop"):  # resid_pdrop stays 0.1: the one rate cannot stand for both
+        odd = transformers.GPT2LMHeadModel(transformers.GPT2Config(**sizes, **{field: 0.0}))
+        with pytest.raises(ValueError, match=rf"different dropout rates .*'{field}': 0.0.*one rate for all three"):
+            GPT.from_hf(odd)
 
 
 def test_from_pretrained_offline_fails_clearly(tmp_path, monkeypatch):

@@ -315,7 +315,8 @@ class GPT(nn.Module):
         """Copy a ``transformers`` ``GPT2LMHeadModel`` (any size) into a new lmlib GPT, in eval mode.
 
         Every weight is listed in ``HF_GPT2_NAMES``; the four Conv1D weights in ``HF_GPT2_TRANSPOSED`` are
-        transposed; each key and shape is checked, and no weight of the source may be left over.
+        transposed; each key and shape is checked, and no weight of the source may be left over. GPTConfig's one
+        ``dropout`` is GPT-2's ``embd_pdrop = attn_pdrop = resid_pdrop``; a model whose three rates differ is refused.
         """
         config = _config_from_hf(hf_model)
         model = cls(config)
@@ -377,6 +378,12 @@ def _config_from_hf(hf_model) -> GPTConfig:
     if bad:
         raise ValueError(f"this GPT-2 uses settings lmlib's GPT does not implement: {bad}; only the original "
                          f"GPT-2 recipe (gelu_new, scaled attention, tied head) can be copied")
+    dropouts = {"embd_pdrop": c.embd_pdrop, "attn_pdrop": c.attn_pdrop, "resid_pdrop": c.resid_pdrop}
+    if len(set(dropouts.values())) > 1:
+        raise ValueError(f"this GPT-2 uses different dropout rates {dropouts}, but lmlib's GPTConfig has one dropout "
+                         f"for the embeddings, the attention weights and the residual branches; load it with one "
+                         f"rate for all three, e.g. GPT2LMHeadModel.from_pretrained(name, embd_pdrop=0.1, "
+                         f"attn_pdrop=0.1, resid_pdrop=0.1)")
     return GPTConfig(vocab_size=c.vocab_size, block_size=c.n_positions, num_layers=c.n_layer, num_heads=c.n_head,
                      d_model=c.n_embd, d_ff=c.n_inner or 4 * c.n_embd, dropout=c.resid_pdrop, norm="pre",
                      tie_embeddings=True, layer_norm_eps=c.layer_norm_epsilon,
@@ -404,7 +411,11 @@ def apply_temperature(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or not temperature > 0:
         raise ValueError(f"temperature must be a number > 0, got {temperature!r}; for argmax decoding use "
                          f"greedy=True instead of temperature 0")
-    return logits / temperature
+    scaled = logits / temperature
+    if (torch.isfinite(logits) & ~torch.isfinite(scaled)).any():  # z / τ overflowed (or τ rounded to 0)
+        raise ValueError(f"temperature {temperature!r} is so small that logits / temperature overflow "
+                         f"{logits.dtype}; for argmax decoding use greedy=True instead of a tiny temperature")
+    return scaled
 
 
 def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
@@ -423,6 +434,9 @@ def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
     return logits.masked_fill(logits < kth, float("-inf"))
 
 
+TOP_P_TOLERANCE = 1e-5  # float32 sums of probabilities are good to about 1e-6; a mass this close to p reaches it
+
+
 def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
     """Nucleus filter (Holtzman et al. 2020): keep the smallest set of most probable tokens whose probability
     mass reaches p, set the rest to −∞.
@@ -431,6 +445,9 @@ def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
     Σ_{j: P(j) > P(i)} P(j) < p. So the most probable token is always kept, the kept set is the shortest
     prefix of the sorted distribution with mass ≥ p, and tokens tied in probability are kept or dropped
     together (a tie at the boundary keeps all of them). ``p = 1`` keeps every token.
+
+    Probabilities computed in floating point are not exact (0.4 comes back as 0.40000001 or 0.39999998), so a
+    mass within ``TOP_P_TOLERANCE`` (1e-5) below p counts as reaching it: p = 0.4 on [0.4, 0.3, 0.3] keeps one token.
     """
     if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 < p <= 1.0:
         raise ValueError(f"top_p must be in (0, 1] (the probability mass kept), got {p!r}; use top_p=None or "
@@ -443,7 +460,7 @@ def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
     mass_upto = torch.cat([torch.zeros_like(ascending[..., :1]), ascending.cumsum(dim=-1)], dim=-1)  # (..., V+1)
     at_or_below = torch.searchsorted(ascending, probs.contiguous(), right=True)  # (..., V): how many ≤ P(i)
     above = mass_upto[..., -1:] - mass_upto.gather(-1, at_or_below)  # (..., V)
-    return logits.masked_fill(above >= p, float("-inf"))
+    return logits.masked_fill(above >= p - TOP_P_TOLERANCE, float("-inf"))
 
 
 @torch.no_grad()
@@ -497,4 +514,4 @@ def generate(model: GPT, idx: torch.Tensor, max_new_tokens: int, temperature: fl
 
 
 __all__ = ["GPT", "GPTConfig", "KVCache", "apply_temperature", "generate", "top_k_filter", "top_p_filter",
-           "HF_GPT2_NAMES", "HF_GPT2_TRANSPOSED"]
+           "HF_GPT2_NAMES", "HF_GPT2_TRANSPOSED", "TOP_P_TOLERANCE"]
