@@ -87,6 +87,24 @@ def test_random_replacements_are_never_specials_and_cover_the_rest(big_batch):
     assert all(within(c / n, 1 / 25, n) for c in counts.tolist())
 
 
+def test_random_positions_hold_a_uniform_draw_in_the_input_ids(big_batch):
+    # What the model reads, not the library's record: at positions recorded as RANDOM the input id is a uniform
+    # draw over the 25 ordinary ids, so it differs from the original with probability 24/25.
+    ids, _, result = big_batch
+    random = result.how == RANDOM
+    n = int(random.sum())
+    assert n > 800
+    assert within((result.input_ids[random] != ids[random]).sum().item() / n, 24 / 25, n)
+    # Every original the same ordinary token: the draws still cover all 25 ids evenly, 7 included.
+    same = torch.full((400, 100), 7)
+    result = mask_tokens(same, SPECIALS, VOCAB, generator=torch.Generator().manual_seed(2))
+    drawn = result.input_ids[result.how == RANDOM]
+    n = len(drawn)
+    assert within((drawn != 7).sum().item() / n, 24 / 25, n)
+    counts = torch.bincount(drawn, minlength=VOCAB)
+    assert counts[:5].sum() == 0 and all(within(c / n, 1 / 25, n) for c in counts[5:].tolist())
+
+
 def test_masking_is_repeatable_with_a_seed():
     ids = torch.randint(5, VOCAB, (4, 20), generator=torch.Generator().manual_seed(0))
     a = mask_tokens(ids, SPECIALS, VOCAB, generator=torch.Generator().manual_seed(7))
