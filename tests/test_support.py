@@ -67,12 +67,24 @@ def test_line_and_bar_plots():
 
 
 def test_show_source_displays_the_real_code():
-    code = viz.show_source(lmlib.Vocab.encode)
-    assert "def encode" in code.data
-    tail = viz.show_source(viz.heatmap, start="annotate =", lines=1)
-    assert tail.data.strip().startswith("annotate =")
+    assert viz.source(lmlib.Vocab.encode).lstrip().startswith("def encode")
+    tail = viz.source(viz.heatmap, start="annotate =", lines=1)
+    assert tail.strip().startswith("annotate =") and "\n" not in tail
     with pytest.raises(ValueError, match="does not occur"):
         viz.show_source(viz.heatmap, start="no such text")
+
+
+def test_show_source_displays_wherever_it_is_called_and_returns_nothing(monkeypatch):
+    # A returned display object shows only as the last expression of a cell: the listing must be displayed by
+    # the call itself, and nothing returned (else a last-line call would show it twice).
+    import IPython.display
+
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda *objs, **kw: shown.extend(objs))
+    assert viz.show_source(lmlib.Vocab.encode) is None
+    assert viz.show_source(viz.heatmap, start="annotate =", lines=1) is None
+    assert [type(o).__name__ for o in shown] == ["Code", "Code"]
+    assert shown[0].data == viz.source(lmlib.Vocab.encode) and shown[1].data.strip().startswith("annotate =")
 
 
 def test_exercise_checks_print_pass_or_not_yet_and_never_raise(capsys):

@@ -126,23 +126,15 @@ def on_step(value: float, step: float) -> float:
     return round(value, decimals)
 
 
-def source(obj) -> str:
-    """The source code of a library function, class or module."""
-    try:
-        return inspect.getsource(obj)
-    except (TypeError, OSError) as err:
-        raise TypeError(f"cannot show the source of {obj!r}: {err}") from None
-
-
-def show_source(obj, start: str | None = None, lines: int | None = None):
-    """Display the real source of ``obj`` in the notebook, syntax-highlighted.
+def source(obj, start: str | None = None, lines: int | None = None) -> str:
+    """The source code of a library function, class or module.
 
     ``start`` begins the listing at the first line containing that text; ``lines`` limits its length.
-    The notebook always shows the library's current code, never a pasted copy.
     """
-    from IPython.display import Code
-
-    text = source(obj).splitlines()
+    try:
+        text = inspect.getsource(obj).splitlines()
+    except (TypeError, OSError) as err:
+        raise TypeError(f"cannot show the source of {obj!r}: {err}") from None
     if start is not None:
         hits = [i for i, line in enumerate(text) if start in line]
         if not hits:
@@ -150,7 +142,20 @@ def show_source(obj, start: str | None = None, lines: int | None = None):
         text = text[hits[0]:]
     if lines is not None:
         text = text[:lines]
-    return Code("\n".join(text), language="python")
+    return "\n".join(text)
+
+
+def show_source(obj, start: str | None = None, lines: int | None = None) -> None:
+    """Display the real source of ``obj`` in the notebook, syntax-highlighted, wherever the call stands.
+
+    ``start`` and ``lines`` select part of it, as in :func:`source`. The notebook always shows the library's
+    current code, never a pasted copy. The listing is displayed, not returned: a returned display object shows
+    only when it is the last expression of its cell, so two calls in one cell showed only the second. Returning
+    None also keeps a last-line call from showing the listing twice. Outside IPython the text is printed.
+    """
+    from IPython.display import Code, display
+
+    display(Code(source(obj, start=start, lines=lines), language="python"))
 
 
 # Attention views that draw offline (bertviz with its JavaScript inlined); see attention_views.py.
