@@ -162,6 +162,23 @@ def test_char_cnn_on_one_word_equals_the_hand_computation():
     assert got[0].tolist() == pytest.approx(expected, abs=1e-6)
 
 
+def test_padding_characters_embed_to_zero_and_stay_there():
+    # The docstring's "padding characters embed to 0": zero from the start (so a short word's padded window
+    # adds nothing to a convolution), and no gradient reaches the row, so training keeps it zero.
+    torch.manual_seed(0)
+    enc = CharCNNEncoder(tiny_config().char_cnn)
+    pad_row = enc.char_embedding.weight[CharVocab.PAD_CHAR]
+    assert not pad_row.any()
+    assert not enc.char_embedding(torch.tensor([CharVocab.PAD_CHAR])).any()
+    words = encode_words(["a", "dog"], MAX_CHARS)  # mostly padding
+    assert (words == CharVocab.PAD_CHAR).sum() > 10
+    enc(words).square().sum().backward()
+    grad = enc.char_embedding.weight.grad
+    assert not grad[CharVocab.PAD_CHAR].any()
+    assert grad[CharVocab.BYTE_OFFSET + ord("a")].abs().sum() > 0  # a real character's row does learn
+    assert not tiny().token_encoder.char_embedding.weight[CharVocab.PAD_CHAR].any()  # inside a BiLM too
+
+
 def test_any_word_gets_a_vector_and_leading_dimensions_are_kept():
     torch.manual_seed(0)
     enc = CharCNNEncoder(tiny_config().char_cnn)
