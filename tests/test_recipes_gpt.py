@@ -76,6 +76,56 @@ def test_random_windows_are_next_token_pairs():
         next(G.random_windows(torch.arange(5), 8, 4, 1, seed=0))
 
 
+def test_random_windows_start_anywhere_up_to_the_last_full_window():
+    # 20 tokens hold windows of 9 starting at 0..11: each of the 12 starts is drawn, about equally often.
+    stream = torch.arange(20)
+    starts = torch.cat([x[:, 0] for x, _ in G.random_windows(stream, 8, 400, 12, seed=0)])
+    counts = torch.bincount(starts, minlength=12)
+    assert len(counts) == 12 and counts.sum() == 4800
+    assert (counts - 400).abs().max() <= 5 * math.sqrt(4800 * (1 / 12) * (11 / 12))  # ±5 binomial σ
+    x, y = next(G.random_windows(torch.arange(9), 8, 2, 1, seed=0))  # exactly one window fits
+    assert torch.equal(x, torch.arange(8).expand(2, 8)) and torch.equal(y, torch.arange(1, 9).expand(2, 8))
+    with pytest.raises(ValueError, match="holds 8 tokens, too few for windows of 9"):
+        next(G.random_windows(torch.arange(8), 8, 2, 1, seed=0))
+
+
+# the third spells <|endoftext|> in its text: there it is 13 characters, encoded as bytes, not a boundary
+REVIEWS = ["A fine film, well acted.", "Naïve, slow: 日本 🙂 — two stars.", "<|endoftext|> is not in this one",
+           "Bad. Bad. Bad."] * 5
+
+
+@pytest.fixture(scope="module")
+def small_bpe():
+    return G.ByteLevelBPE.train(REVIEWS, 300, special_tokens=G.GPT_SPECIALS)
+
+
+def test_bits_per_char_counts_each_end_of_text_as_one_character(small_bpe):
+    texts = REVIEWS[:4]
+    stream = G.encode_stream(small_bpe, texts)
+    chars = sum(len(t) + 1 for t in texts)  # each review and the boundary after it
+    assert G.text_characters(small_bpe, stream) == chars
+    assert G.text_characters(small_bpe, stream[:-1]) == chars - 1
+    assert G.bits_per_char(2.0, small_bpe, stream) == pytest.approx(2.0 * len(stream) / chars / math.log(2))
+    with pytest.raises(ValueError, match="no characters"):
+        G.bits_per_char(2.0, small_bpe, [])
+
+
+def test_the_pretrain_report_counts_held_out_characters_with_one_per_boundary(tmp_path, monkeypatch, one_thread):
+    # A two-step teach run on a handful of reviews; its bits per character against the held-out text counted
+    # by hand, each <|endoftext|> one character (a newline) rather than its 13-character spelling.
+    valid = [f"Review {i}: {REVIEWS[i % 4]}" for i in range(12)]
+    monkeypatch.setattr(G, "unsup_split", lambda valid_reviews: (REVIEWS, valid))
+    report = G.pretrain(tmp_path / "run", steps=2, preset="teach")
+    _, tokenizer, _ = G.load_pretrained(tmp_path / "run")
+    targets = G.encode_stream(tokenizer, valid)[1: report["valid_tokens"] + 1]
+    (newline,) = tokenizer.encode("\n")
+    eos = tokenizer.token_to_id(G.EOS)
+    assert report["valid_tokens"] >= 64 and (targets == eos).sum() >= 3
+    chars = len(tokenizer.decode(torch.where(targets == eos, newline, targets).tolist()))  # each boundary a "\n"
+    assert report["valid_bits_per_char"] == pytest.approx(
+        report["valid_nll"] * report["valid_tokens"] / chars / math.log(2), rel=1e-12)
+
+
 def test_evaluate_stream_is_the_mean_nll_of_its_windows(shipped):
     model, _, _ = shipped
     stream = torch.randint(0, model.config.vocab_size, (3 * model.config.block_size + 1,), generator=torch.Generator().manual_seed(0))

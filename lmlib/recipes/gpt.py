@@ -74,15 +74,39 @@ def encode_stream(tokenizer: ByteLevelBPE, texts: Sequence[str]) -> torch.Tensor
 def random_windows(stream: torch.Tensor, block_size: int, batch_size: int, steps: int,
                    seed: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """``steps`` batches of ``batch_size`` windows of ``block_size + 1`` tokens starting at seeded random offsets:
-    inputs ``x = w[:-1]`` and next-token targets ``y = w[1:]``, each ``(batch_size, block_size)``."""
-    if stream.numel() <= block_size + 1:
+    inputs ``x = w[:-1]`` and next-token targets ``y = w[1:]``, each ``(batch_size, block_size)``. Every start
+    from 0 to ``numel − block_size − 1`` (the last full window) is equally likely."""
+    if stream.numel() < block_size + 1:
         raise ValueError(f"the stream holds {stream.numel()} tokens, too few for windows of {block_size + 1}")
     g = torch.Generator().manual_seed(seed)
     offsets = torch.arange(block_size + 1)
     for _ in range(steps):
-        starts = torch.randint(0, stream.numel() - block_size - 1, (batch_size,), generator=g)
+        starts = torch.randint(0, stream.numel() - block_size, (batch_size,), generator=g)  # high is exclusive
         w = stream[starts[:, None] + offsets]  # (B, block_size + 1)
         yield w[:, :-1], w[:, 1:]
+
+
+def text_characters(tokenizer: ByteLevelBPE, ids: Sequence[int] | torch.Tensor) -> int:
+    """The number of characters of text that ``ids`` spell, each ``<|endoftext|>`` counted as one character (the
+    boundary between two reviews, as a newline between documents is in a character-level corpus), not as the 13
+    characters of its spelling."""
+    eos = tokenizer.token_to_id(EOS)
+    ids = [int(i) for i in ids]
+    boundaries = [k for k, i in enumerate(ids) if i == eos]
+    pieces = [ids[a + 1: b] for a, b in zip([-1, *boundaries], [*boundaries, len(ids)])]  # the texts between them
+    return sum(len(tokenizer.decode(piece)) for piece in pieces) + len(boundaries)
+
+
+def bits_per_char(nll: float, tokenizer: ByteLevelBPE, ids: Sequence[int] | torch.Tensor) -> float:
+    """A mean next-token loss ``nll`` (nats per token) over the tokens ``ids``, as bits per character of their text:
+
+        bpc = nll · (tokens / characters) / ln 2
+
+    with characters counted by :func:`text_characters`; it compares models whatever their tokenizer."""
+    chars = text_characters(tokenizer, ids)
+    if chars == 0:
+        raise ValueError("the ids spell no characters: bits per character needs some text")
+    return nll * len(ids) / chars / math.log(2)
 
 
 def evaluate_stream(model: GPT, stream: torch.Tensor, windows: int, batch_size: int = 32) -> float:
@@ -141,7 +165,6 @@ def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full"
 
     valid_nll = evaluate_stream(model, valid_stream, recipe["valid_windows"])
     n_tokens = min(recipe["valid_windows"], (valid_stream.numel() - 1) // config.block_size) * config.block_size
-    n_chars = len(tokenizer.decode(valid_stream[1: n_tokens + 1].tolist()))
     report = {
         "model": "GPT (lmlib.models.gpt), pre-norm, pretrained on IMDb's unlabelled reviews",
         "config": config.__dict__, "tokenizer": {**tokenizer_recipe, "special_tokens": list(GPT_SPECIALS),
@@ -152,7 +175,7 @@ def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full"
         "final_train_loss": trainer.batch_losses[-1],
         "mean_train_loss_last_100": sum(trainer.batch_losses[-100:]) / len(trainer.batch_losses[-100:]),
         "valid_tokens": n_tokens, "valid_nll": valid_nll, "valid_ppl": math.exp(valid_nll),
-        "valid_bits_per_char": valid_nll * n_tokens / n_chars / math.log(2),
+        "valid_bits_per_char": bits_per_char(valid_nll, tokenizer, valid_stream[1: n_tokens + 1]),  # the targets
         "train_seconds": train_seconds, "torch_threads": torch.get_num_threads(),
     }
     report = save_shipped(out_dir, NAME, model.state_dict(), config.__dict__, job.annotate(report),
