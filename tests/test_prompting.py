@@ -7,6 +7,7 @@ import pytest
 import torch
 from torch import nn
 
+from lmlib.eval import prompting
 from lmlib.eval.prompting import build_prompt, few_shot_accuracy, fitting_examples, label_log_probs
 from lmlib.models.gpt import GPT, GPTConfig
 
@@ -80,7 +81,22 @@ def test_k_examples_are_balanced_and_bad_k_is_refused():
     result = few_shot_accuracy(BiasedModel(), Chars(), pool, [("bad", 0)], k=2, verbalizer={0: "n", 1: "p"},
                                template="{text}:")
     assert result.mean_examples_used == 2
-    with pytest.raises(ValueError, match="k="):
-        few_shot_accuracy(BiasedModel(), Chars(), pool, [("bad", 0)], k=3, verbalizer={0: "n", 1: "p"})
     with pytest.raises(ValueError, match="int >= 0"):
         few_shot_accuracy(BiasedModel(), Chars(), pool, [("bad", 0)], k=-1)
+
+
+def test_one_example_of_each_label_is_enough_since_examples_are_drawn_with_replacement(monkeypatch):
+    prompts = []
+    real = prompting.label_log_probs
+    monkeypatch.setattr(prompting, "label_log_probs", lambda m, t, prompt, v: prompts.append(prompt) or real(m, t, prompt, v))
+    pool = [("g yes", 1), ("no", 0)]
+    result = few_shot_accuracy(BiasedModel(), Chars(), pool, [("bad", 0)], k=4, verbalizer={0: "n", 1: "p"},
+                               template="{text}:")
+    assert result.mean_examples_used == 4
+    blocks = prompts[0].split("\n\n")  # four solved examples, two of each label, then the query
+    assert sorted(blocks[:4]) == ["g yes:p", "g yes:p", "no:n", "no:n"] and blocks[4] == "bad:"
+    only_negative = [("no", 0)]
+    assert few_shot_accuracy(BiasedModel(), Chars(), only_negative, [("bad", 0)], k=1, verbalizer={0: "n", 1: "p"},
+                             template="{text}:").mean_examples_used == 1  # k = 1 asks for label 0 only
+    with pytest.raises(ValueError, match=r"no example of label\(s\) \[1\], which k=2 examples include"):
+        few_shot_accuracy(BiasedModel(), Chars(), only_negative, [("bad", 0)], k=2, verbalizer={0: "n", 1: "p"})

@@ -91,14 +91,18 @@ def few_shot_accuracy(model, tokenizer, pool: Sequence[tuple[str, int]], tests: 
                       seed: int = 0, verbalizer: Mapping[int, str] = VERBALIZER, template: str = TEMPLATE,
                       content_free: str = "N/A") -> FewShotResult:
     """Accuracy on ``tests`` (text, label) with ``k`` examples drawn from ``pool`` per test sentence (seeded; half of
-    each label when k is even, so the prompt itself is balanced), raw and contextually calibrated."""
+    each label when k is even, so the prompt itself is balanced), raw and contextually calibrated. Examples are
+    drawn with replacement, so the pool needs only one example of each label the prompt holds."""
     if isinstance(k, bool) or not isinstance(k, int) or k < 0:
         raise ValueError(f"k (examples in the prompt) must be an int >= 0, got {k!r}")
     if not tests:
         raise ValueError("no test sentences given")
     by_label = {y: [ex for ex in pool if ex[1] == y] for y in verbalizer}
-    if k and any(len(v) < k for v in by_label.values()):
-        raise ValueError(f"the pool needs at least k={k} examples of each label {sorted(verbalizer)}")
+    asked = sorted(verbalizer)[:k]  # the labels of k examples taken in turn: all of them once k >= len(verbalizer)
+    missing = [y for y in asked if not by_label[y]]
+    if missing:  # examples are drawn with replacement, so one of each label asked for is enough
+        raise ValueError(f"the pool has no example of label(s) {missing}, which k={k} examples include; add at least "
+                         f"one example of each of {asked} to the pool")
     rng = random.Random(seed)
     correct = calibrated = positive = used = 0
     for text, label in tests:
