@@ -307,6 +307,8 @@ JS_INSPECT = r"""() => {
     if (need > room + 1 || el.scrollWidth > el.clientWidth + 1)
       out.inputs.push({...where(el), value: el.value, need: Math.round(need), room: Math.round(room)});
   }
+  // Source listings (show_source) per cell, numbered as `cells`: syntax-highlighted blocks in its outputs.
+  out.listings = cells.map(cell => cell.querySelectorAll('.jp-OutputArea-output .highlight').length);
   return out;
 }"""
 
@@ -468,6 +470,42 @@ class Report:
         if key not in seen:
             seen.add(key)
             self.add(where, f"float noise in the {what}: ...{noise}...")
+
+
+def expected_listings(notebook: dict) -> dict[int, int]:
+    """Per code cell that calls show_source (numbered as in the .ipynb, from 0): how many listings it shows.
+
+    Each call displays one listing wherever it stands in its cell; calls are counted in the cell's code, not in
+    its comments or strings.
+    """
+    import ast
+
+    expected = {}
+    for index, cell in enumerate(notebook["cells"]):
+        if cell["cell_type"] != "code":
+            continue
+        source = "".join(cell["source"])
+        code = "\n".join("pass" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
+        try:
+            tree = ast.parse(code)
+        except SyntaxError:
+            continue
+        calls = sum(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "show_source"
+                    for n in ast.walk(tree))
+        if calls:
+            expected[index] = calls
+    return expected
+
+
+def check_listings(expected: dict[int, int], shown: list[int]) -> list[tuple[int, str]]:
+    """(cell, problem) for each cell whose show_source calls did not each show one listing."""
+    problems = []
+    for cell, calls in sorted(expected.items()):
+        n = shown[cell] if cell < len(shown) else 0
+        if n != calls:
+            problems.append((cell, f"{calls} show_source call(s) showed {n} source listing(s); each call must show "
+                                   f"its code once, wherever it stands in the cell"))
+    return problems
 
 
 def _where(item: dict) -> str:
@@ -767,6 +805,9 @@ def open_and_run(lab_page: LabPage, notebook: str, shots: Path, memory: MemoryMo
             report.add(_where(item), f"error or stderr output: {_brief(item['text'])}")
         for item in found["widgetErrors"]:
             report.add(_where(item), f"widget or script failed to render: {item['text'].strip()}")
+        on_disk = json.loads((server.root / "notebooks" / notebook).read_text(encoding="utf-8"))
+        for cell, problem in check_listings(expected_listings(on_disk), found["listings"]):
+            report.add(f"cell {cell}", problem)
         for item in found["texts"]:
             noise = _noise(item["text"])
             if noise:

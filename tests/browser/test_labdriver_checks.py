@@ -1,7 +1,7 @@
 """The browser test's own judgements (float noise, axis ranges, changes on open), checked without a browser."""
 
 import pytest
-from labdriver import _check_axis, _noise, changes_on_open
+from labdriver import _check_axis, _noise, changes_on_open, check_listings, expected_listings
 
 
 @pytest.mark.parametrize("text", ["cut_frac=0.09999999999999999", "p = 1.9999999999999998", "5.000000000000001 s",
@@ -60,3 +60,19 @@ def test_changes_on_open_ignores_what_lab_writes_itself():
     assert changes_on_open(disk, model) == []
     model["metadata"]["kernelspec"] = {"name": "python2"}
     assert changes_on_open(disk, model) == ['metadata.kernelspec {"name": "python3"} -> {"name": "python2"}']
+
+
+def test_every_show_source_call_must_show_one_listing():
+    notebook = {"cells": [
+        {"cell_type": "markdown", "source": ["show_source(f) in prose is not a call"]},
+        {"cell_type": "code", "source": ["show_source(f)\n", "show_source(g)\n", "x = 1  # show_source(h)"]},
+        {"cell_type": "code", "source": ["%time y = 2\n", "show_source(h, start='def')"]},
+        {"cell_type": "code", "source": ["print('no listing')"]},
+    ]}
+    expected = expected_listings(notebook)
+    assert expected == {1: 2, 2: 1}
+    assert check_listings(expected, [0, 2, 1, 0]) == []
+    # A display object returned by the first of two calls shows nothing; a listing shown twice is wrong too.
+    assert [cell for cell, _ in check_listings(expected, [0, 1, 1, 0])] == [1]
+    assert [cell for cell, _ in check_listings(expected, [0, 2, 2])] == [2]
+    assert "showed 0 source listing" in check_listings(expected, [0, 2])[0][1]

@@ -11,6 +11,7 @@ JupyterLab, presses Run All, waits until the kernel is idle and every prompt is 
   output, and moving each slider (ArrowRight on its handle) or pressing each button changes that output within
   a few seconds, with no error;
 - every bertviz view draws its SVG;
+- every show_source(...) call shows one syntax-highlighted source listing, wherever it stands in its cell;
 - no request leaves 127.0.0.1 (all are routed; others are aborted and listed);
 - no JavaScript error in the page, except the console messages listed in labdriver.TOLERATED_CONSOLE;
 - no float artefacts (0.09999999999999999, 5.000000000000001) in output text or figure titles, also after the
