@@ -309,6 +309,14 @@ JS_INSPECT = r"""() => {
   }
   // Source listings (show_source) per cell, numbered as `cells`: syntax-highlighted blocks in its outputs.
   out.listings = cells.map(cell => cell.querySelectorAll('.jp-OutputArea-output .highlight').length);
+  // Images in rendered markdown per cell: where each points (as Lab resolved it) and whether it drew.
+  out.images = cells.map(cell => !cell.classList.contains('jp-MarkdownCell') ? [] :
+    Array.from(cell.querySelectorAll('.jp-RenderedMarkdown img')).map(img => {
+      const r = img.getBoundingClientRect();
+      let src = img.getAttribute('src') || '';
+      try { src = decodeURIComponent(src); } catch (e) {}
+      return {src, complete: img.complete, natural: img.naturalWidth, width: r.width, height: r.height};
+    }));
   return out;
 }"""
 
@@ -455,6 +463,7 @@ class Report:
     slowest_response_s: float = 0.0
     noise_seen: set = field(default_factory=set, repr=False)
     bertviz_views: int = 0
+    images: int = 0
     blocked_requests: list[str] = field(default_factory=list)
     console_errors: list[str] = field(default_factory=list)
     tolerated_console: list[str] = field(default_factory=list)
@@ -506,6 +515,44 @@ def check_listings(expected: dict[int, int], shown: list[int]) -> list[tuple[int
             problems.append((cell, f"{calls} show_source call(s) showed {n} source listing(s); each call must show "
                                    f"its code once, wherever it stands in the cell"))
     return problems
+
+
+# A markdown image: ![alt](path "title") or <img src="path">.
+_IMAGE_REF = re.compile(r"""!\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+["'][^"']*["'])?\s*\)|<img\s[^>]*?src=["']([^"']+)["']""")
+
+
+def expected_images(notebook: dict) -> dict[int, list[str]]:
+    """Per markdown cell that shows images (numbered as in the .ipynb, from 0): the paths its markdown refers to."""
+    expected = {}
+    for index, cell in enumerate(notebook["cells"]):
+        if cell["cell_type"] == "markdown":
+            refs = [a or b for a, b in _IMAGE_REF.findall("".join(cell["source"]))]
+            if refs:
+                expected[index] = refs
+    return expected
+
+
+def check_images(expected: dict[int, list[str]], shown: list[list[dict]]) -> list[tuple[int, str]]:
+    """(cell, problem) for each referenced image that is not drawn in its rendered markdown cell: no <img> for it,
+    or one that loaded nothing (naturalWidth 0: a missing file or not an image) or takes no space on the page."""
+    problems = []
+    for cell, refs in sorted(expected.items()):
+        images = shown[cell] if cell < len(shown) else []
+        for ref in refs:
+            name = ref.split("?")[0].rstrip("/").rsplit("/", 1)[-1]
+            found = [i for i in images if i["src"].split("?")[0].endswith("/" + name) or i["src"].split("?")[0] == name]
+            if not found:
+                problems.append((cell, f"image {ref}: the rendered markdown has no <img> for it"))
+            elif not all(i["natural"] > 0 for i in found):
+                problems.append((cell, f"image {ref} did not render (naturalWidth 0: the file is missing or is not an "
+                                       f"image the browser can draw)"))
+            elif not all(i["width"] >= 2 and i["height"] >= 2 for i in found):
+                size = ", ".join(f"{i['width']:.0f}x{i['height']:.0f}" for i in found)
+                problems.append((cell, f"image {ref} is drawn at {size} px (not visible)"))
+    return problems
+
+
+JS_IMAGES_SETTLED = """() => Array.from(document.querySelectorAll('.jp-RenderedMarkdown img')).every(img => img.complete)"""
 
 
 def _where(item: dict) -> str:
@@ -799,6 +846,8 @@ def open_and_run(lab_page: LabPage, notebook: str, shots: Path, memory: MemoryMo
         page.click('.lm-MenuBar-itemLabel:text-is("Run")')
         page.click('.lm-Menu-item[data-command="runmenu:run-all"]')
         _wait_for_run(page, report)
+        with contextlib.suppress(Exception):   # images still loading are judged as they are after 10 s
+            page.wait_for_function(JS_IMAGES_SETTLED, timeout=10000)
 
         found = page.evaluate(JS_INSPECT)
         for item in found["stderr"]:
@@ -807,6 +856,9 @@ def open_and_run(lab_page: LabPage, notebook: str, shots: Path, memory: MemoryMo
             report.add(_where(item), f"widget or script failed to render: {item['text'].strip()}")
         on_disk = json.loads((server.root / "notebooks" / notebook).read_text(encoding="utf-8"))
         for cell, problem in check_listings(expected_listings(on_disk), found["listings"]):
+            report.add(f"cell {cell}", problem)
+        report.images = sum(len(images) for images in found["images"])
+        for cell, problem in check_images(expected_images(on_disk), found["images"]):
             report.add(f"cell {cell}", problem)
         for item in found["texts"]:
             noise = _noise(item["text"])

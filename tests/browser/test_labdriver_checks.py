@@ -1,7 +1,15 @@
 """The browser test's own judgements (float noise, axis ranges, changes on open), checked without a browser."""
 
 import pytest
-from labdriver import _check_axis, _noise, changes_on_open, check_listings, expected_listings
+from labdriver import (
+    _check_axis,
+    _noise,
+    changes_on_open,
+    check_images,
+    check_listings,
+    expected_images,
+    expected_listings,
+)
 
 
 @pytest.mark.parametrize("text", ["cut_frac=0.09999999999999999", "p = 1.9999999999999998", "5.000000000000001 s",
@@ -76,3 +84,21 @@ def test_every_show_source_call_must_show_one_listing():
     assert [cell for cell, _ in check_listings(expected, [0, 1, 1, 0])] == [1]
     assert [cell for cell, _ in check_listings(expected, [0, 2, 2])] == [2]
     assert "showed 0 source listing" in check_listings(expected, [0, 2])[0][1]
+
+
+def test_images_referenced_in_markdown_are_found():
+    notebook = {"cells": [{"cell_type": "markdown", "source": ["# Title\n", "![a diagram](figures/a.svg)\n"]},
+                          {"cell_type": "code", "source": ["x = '![not](b.svg)'"]},
+                          {"cell_type": "markdown", "source": ['<img src="figures/c.svg" width="300">']}]}
+    assert expected_images(notebook) == {0: ["figures/a.svg"], 2: ["figures/c.svg"]}
+
+
+def test_an_image_that_did_not_render_is_a_problem():
+    expected = {1: ["figures/a.svg"]}
+    drawn = [[], [{"src": "/files/notebooks/figures/a.svg?_xsrf=1", "natural": 780, "width": 780, "height": 410}]]
+    assert check_images(expected, drawn) == []
+    missing = [[], [{"src": "/files/notebooks/figures/a.svg", "natural": 0, "width": 16, "height": 16}]]
+    assert "did not render" in check_images(expected, missing)[0][1]
+    assert "no <img>" in check_images(expected, [[], []])[0][1]
+    hidden = [[], [{"src": "figures/a.svg", "natural": 780, "width": 0, "height": 0}]]
+    assert "not visible" in check_images(expected, hidden)[0][1]

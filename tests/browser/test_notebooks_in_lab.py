@@ -11,6 +11,8 @@ JupyterLab, presses Run All, waits until the kernel is idle and every prompt is 
   output, and moving each slider (ArrowRight on its handle) or pressing each button changes that output within
   a few seconds, with no error;
 - every bertviz view draws its SVG;
+- every image a markdown cell refers to (the diagrams in notebooks/figures/) is drawn: loaded (naturalWidth > 0)
+  and visible;
 - every show_source(...) call shows one syntax-highlighted source listing, wherever it stands in its cell;
 - no request leaves 127.0.0.1 (all are routed; others are aborted and listed);
 - no JavaScript error in the page, except the console messages listed in labdriver.TOLERATED_CONSOLE;
@@ -143,7 +145,8 @@ def test_notebook_in_jupyterlab(notebook, lab, lab_page):
         "processes_at_peak": memory.at_peak,
         "figures": report.figures, "widget_views": report.widget_views, "interactions": report.interactions,
         "slowest_widget_response_s": report.slowest_response_s, "dirty_flag_on_open": report.dirty_on_open,
-        "bertviz_views": report.bertviz_views, "tolerated_console": dict(Counter(report.tolerated_console)),
+        "bertviz_views": report.bertviz_views, "images": report.images,
+        "tolerated_console": dict(Counter(report.tolerated_console)),
         "problems": problems, "screenshots": report.screenshots,
     })
     assert not problems, f"{notebook}: {len(problems)} problem(s) a student would see:\n  - " + "\n  - ".join(problems)
