@@ -149,6 +149,31 @@ def test_packed_tensors_do_not_depend_on_the_number_of_workers():
     assert not torch.equal(one[0], A.packed_tensors(docs, 64, 1, True, 0.1, SPECIALS, 2, workers=1)[0])
 
 
+
+def test_packing_on_forked_workers_finishes_after_the_parent_used_its_thread_pool():
+    """The GPU session's BERT runs hung for ten minutes in packed_tensors: their workers ran torch operations in
+    processes forked after the parent had used its thread pool. Reproduced here in a fresh interpreter (a big
+    matmul on 2 threads first), with a time limit far above the second it takes."""
+    script = """
+import random, torch
+from lmlib.recipes import accelerated as A
+from lmlib.text.bert_data import SpecialIds
+torch.set_num_threads(2)
+x = torch.randn(1500, 1500)
+(x @ x).sum()
+rng = random.Random(0)
+docs = [[[rng.randrange(5, 200) for _ in range(rng.randrange(3, 30))] for _ in range(rng.randrange(1, 8))]
+        for _ in range(4000)]
+ids, _, _ = A.packed_tensors(docs, 64, 0, True, 0.1, SpecialIds(pad=0, unk=1, cls=2, sep=3, mask=4), 1, workers=2)
+print(ids.shape[0])
+"""
+    try:
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail("packed_tensors on 2 forked workers did not finish in 120 s (a fork deadlock)")
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout.split()[-1]) > 0
+
 # -- the loop ---------------------------------------------------------------------------------------------------
 
 def _toy(seed=0):

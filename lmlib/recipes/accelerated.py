@@ -325,12 +325,13 @@ def mask_on_device(ids: torch.Tensor, special: torch.Tensor, vocab_size: int, n_
 _DOCUMENTS: list = []  # the encoded documents the forked pool workers pack
 
 
-def _pack_part(job: tuple[int, int, int, int, bool, float, object]) -> list[tuple[torch.Tensor, ...]]:
+def _pack_part(job: tuple[int, int, int, int, bool, float]) -> list:
     """Pool worker: :func:`packed_instances` over documents ``lo .. hi − 1`` (the others stay available as
-    NotNext sources) with a generator seeded by ``seed``, as :func:`instance_tensors`."""
-    lo, hi, seed, max_len, nsp, short_seq_prob, specials = job
-    part = packed_instances(_DOCUMENTS, max_len, random.Random(seed), nsp, short_seq_prob, starts=range(lo, hi))
-    return [instance_tensors(part, specials, max_len)]
+    NotNext sources) with a generator seeded by ``seed``. It returns plain lists and runs no torch operation: a
+    torch op in a process forked after the parent has used its thread pool can hang forever (the first GPU
+    session's two BERT runs did, printing nothing for ten minutes)."""
+    lo, hi, seed, max_len, nsp, short_seq_prob = job
+    return packed_instances(_DOCUMENTS, max_len, random.Random(seed), nsp, short_seq_prob, starts=range(lo, hi))
 
 
 def packed_tensors(documents: Sequence, max_len: int, seed: int, nsp: bool, short_seq_prob: float, specials,
@@ -341,14 +342,14 @@ def packed_tensors(documents: Sequence, max_len: int, seed: int, nsp: bool, shor
     global _DOCUMENTS
     _DOCUMENTS = list(documents)
     size = 2000
-    jobs = [(lo, min(lo + size, len(documents)), seed * 1_000_003 + d * 10_007 + lo, max_len, nsp, short_seq_prob,
-             specials) for d in range(dupe_factor) for lo in range(0, len(documents), size)]
+    jobs = [(lo, min(lo + size, len(documents)), seed * 1_000_003 + d * 10_007 + lo, max_len, nsp, short_seq_prob)
+            for d in range(dupe_factor) for lo in range(0, len(documents), size)]
     if workers > 1 and len(jobs) > 1:
         with multiprocessing.get_context("fork").Pool(workers) as pool:
-            parts = [t for part in pool.map(_pack_part, jobs) for t in part]
+            parts = pool.map(_pack_part, jobs)
     else:
-        parts = [t for job in jobs for t in _pack_part(job)]
-    return tuple(torch.cat(column) for column in zip(*parts))
+        parts = [_pack_part(job) for job in jobs]
+    return instance_tensors([instance for part in parts for instance in part], specials, max_len)
 
 
 def _wordpiece_documents(texts: Sequence[str]) -> list[list[list[int]]]:
