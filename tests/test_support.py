@@ -114,6 +114,28 @@ def test_exercise_checks_print_pass_or_not_yet_and_never_raise(capsys):
     assert "expected 4" in lines[6] and "TypeError" in lines[7]
 
 
+def test_check_prediction_compares_with_the_measured_value_and_always_shows_it(capsys):
+    assert bool(exercises.check_prediction("loss", 0.5, 0.62, tolerance=0.15, why="it leaks")) is True
+    assert bool(exercises.check_prediction("loss", 0.5, 0.66, tolerance=0.15)) is False
+    assert bool(exercises.check_prediction("loss", 0.5, 0.34, tolerance=0.15)) is False
+    assert bool(exercises.check_prediction("loss", None, 0.62, tolerance=0.15, why="it leaks")) is False
+    assert bool(exercises.check_prediction("loss", "a lot", 0.62, tolerance=0.15)) is False
+    assert bool(exercises.check_prediction("best", " ULMFiT ", "ulmfit")) is True
+    assert bool(exercises.check_prediction("best", "BERT", "ULMFiT")) is False
+    assert bool(exercises.check_prediction("repeats more", True, True)) is True
+    assert bool(exercises.check_prediction("repeats more", False, True)) is False
+    out = capsys.readouterr().out.splitlines()
+    verdicts = [line.split()[0] for line in out if not line.startswith("Why:")]
+    assert verdicts == ["RIGHT", "WRONG", "WRONG", "NO", "WRONG", "RIGHT", "WRONG", "RIGHT", "WRONG"]
+    assert out[0] == ("RIGHT loss: you predicted 0.5, the run measured 0.62 "
+                      "(off by 0.12; within 0.15 counts as right).")
+    assert out[1] == "Why: it leaks"
+    assert out[4].startswith("NO PREDICTION loss: the run measured 0.62") and out[5] == "Why: it leaks"
+    assert "not a number" in out[6]
+    with pytest.raises(ValueError, match="tolerance"):
+        exercises.check_prediction("loss", 0.5, 0.6)
+
+
 def test_weights_round_trip_through_safetensors_with_tied_weights(tmp_path):
     class Tied(nn.Module):
         def __init__(self):

@@ -80,3 +80,52 @@ def check_function(
             return Outcome(False)
     print(f"PASS {name}")
     return Outcome(True)
+
+
+def _shown(value: Any, fmt: str) -> str:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return fmt.format(value)
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def _same_answer(a: Any, b: Any) -> bool:
+    if isinstance(a, str) and isinstance(b, str):
+        return a.strip().lower() == b.strip().lower()
+    return a == b
+
+
+def check_prediction(name: str, predicted: Any, measured: Any, tolerance: float | None = None, *,
+                     why: str = "", fmt: str = "{:.3g}") -> Outcome:
+    """Compare what the reader predicted with what an experiment just measured, then say why.
+
+    A number is right when ``|predicted - measured| <= tolerance`` (``tolerance`` is absolute, and required for
+    numbers); anything else (a word, a bool) when it equals ``measured`` (words ignore case and surrounding
+    spaces). The first printed line begins with ``RIGHT``, ``WRONG`` or ``NO PREDICTION``; the measured value
+    is printed in every case, so a reader who left the prediction at ``None`` still sees the answer, and
+    ``why`` follows. Like the other checks it never raises on the reader's value; it returns whether the
+    prediction was right.
+    """
+    numeric = isinstance(measured, (int, float)) and not isinstance(measured, bool)
+    if numeric and (tolerance is None or tolerance < 0):
+        raise ValueError(f"{name}: a numeric prediction needs a tolerance >= 0, got {tolerance!r}")
+    got = _shown(measured, fmt)
+    if predicted is None or predicted is Ellipsis:
+        print(f"NO PREDICTION {name}: the run measured {got}. Write a prediction first next time.")
+        passed = False
+    elif numeric:
+        try:
+            off = abs(float(predicted) - float(measured))
+        except (TypeError, ValueError):
+            print(f"WRONG {name}: the prediction {predicted!r} is not a number; the run measured {got}.")
+            passed = False
+        else:
+            passed = off <= tolerance
+            verdict = "RIGHT" if passed else "WRONG"
+            print(f"{verdict} {name}: you predicted {_shown(predicted, fmt)}, the run measured {got} "
+                  f"(off by {fmt.format(off)}; within {fmt.format(tolerance)} counts as right).")
+    else:
+        passed = _same_answer(predicted, measured)
+        print(f"{'RIGHT' if passed else 'WRONG'} {name}: you predicted {_shown(predicted, fmt)}, the run measured {got}.")
+    if why:
+        print(f"Why: {why}")
+    return Outcome(passed)
