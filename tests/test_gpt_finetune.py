@@ -17,6 +17,7 @@ from lmlib.models.gpt_finetune import (
     finetune_batches,
     head_and_tail,
     make_batch,
+    multiple_choice_inputs,
     similarity_inputs,
 )
 from lmlib.text.tokenizers import ByteLevelBPE
@@ -40,6 +41,19 @@ def test_input_transformations_are_the_papers():
         classification_input([], TOK, max_len=10)
     with pytest.raises(ValueError, match="hypothesis is empty"):
         entailment_input([7], [], TOK)
+
+
+def test_multiple_choice_writes_one_sequence_per_answer():
+    # Story Cloze by hand: context "he ran fast" = [7, 8, 9]; endings "won" = [10] and "lost the race" = [11, 12, 13].
+    # [z; q; $; a_k] with [start] in front and [extract] at the end, one row per ending.
+    assert multiple_choice_inputs([7, 8, 9], [[10], [11, 12, 13]], TOK) == [
+        [1, 7, 8, 9, 2, 10, 3],
+        [1, 7, 8, 9, 2, 11, 12, 13, 3],
+    ]
+    with pytest.raises(ValueError, match="at least 2 answers"):
+        multiple_choice_inputs([7], [[8]], TOK)
+    with pytest.raises(ValueError, match="hypothesis is empty"):
+        multiple_choice_inputs([7], [[8], []], TOK)
 
 
 def test_head_and_tail_keeps_both_ends():

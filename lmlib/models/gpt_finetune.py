@@ -6,6 +6,7 @@ A pretrained GPT reads one sequence left to right, so every task is written as o
     classification   [start] text [extract]
     entailment       [start] premise [delim] hypothesis [extract]
     similarity       [start] a [delim] b [extract]  and  [start] b [delim] a [extract]  (no natural order: both)
+    multiple choice  [start] z q [delim] a_k [extract]  for each answer a_k (one sequence per answer)
 
 The final block's state at the ``[extract]`` token, h_l^m, feeds a linear layer (eq. 3):
 
@@ -85,6 +86,18 @@ def entailment_input(premise: Sequence[int], hypothesis: Sequence[int], tokens: 
 def similarity_inputs(a: Sequence[int], b: Sequence[int], tokens: FinetuneTokens) -> tuple[list[int], list[int]]:
     """Both orders, ``[start] a [delim] b [extract]`` and ``[start] b [delim] a [extract]``."""
     return entailment_input(a, b, tokens), entailment_input(b, a, tokens)
+
+
+def multiple_choice_inputs(context: Sequence[int], answers: Sequence[Sequence[int]],
+                           tokens: FinetuneTokens) -> list[list[int]]:
+    """One sequence per answer, ``[start] context [delim] a_k [extract]`` (§3.3, "Question Answering and
+    Commonsense Reasoning": the document z and question q are concatenated with each answer, [z; q; $; a_k]).
+
+    ``context`` holds z followed by q. Each sequence is read independently; the K scores h_l^m W_y (one
+    output per sequence) then go through one softmax over the answers."""
+    if len(answers) < 2:
+        raise ValueError(f"a multiple-choice question needs at least 2 answers, got {len(answers)}")
+    return [entailment_input(context, answer, tokens) for answer in answers]
 
 
 class FinetuneBatch(NamedTuple):
