@@ -222,7 +222,7 @@ def pretrain_gpt(out_dir: str | Path, recipe: dict, device: torch.device, bf16: 
     round_to_fp16(model)  # the metrics describe the weights as shipped
     valid_nll = G.evaluate_stream(model, valid_stream, recipe["valid_windows"])
     n_tokens = min(recipe["valid_windows"], (valid_stream.numel() - 1) // T) * T
-    n_chars = len(tokenizer.decode(valid_stream[1: n_tokens + 1].tolist()))
+    predicted = valid_stream[1: n_tokens + 1]
     report = {
         "model": "GPT (lmlib.models.gpt), pre-norm, pretrained on IMDb's unlabelled reviews (GPU recipe)",
         "rebuild": rerun, "config": config.__dict__,
@@ -232,7 +232,7 @@ def pretrain_gpt(out_dir: str | Path, recipe: dict, device: torch.device, bf16: 
         "train_stream_tokens": int(stream.numel()), "epochs": run["tokens_seen"] / stream.numel(),
         "final_train_loss": run["curve"][-1]["loss"], "train_loss_curve": run["curve"],
         "valid_tokens": n_tokens, "valid_nll": valid_nll, "valid_ppl": math.exp(valid_nll),
-        "valid_bits_per_char": valid_nll * n_tokens / n_chars / math.log(2),
+        "valid_bits_per_char": G.bits_per_char(valid_nll, tokenizer, predicted),  # <|endoftext|> = 1 character
         "train_seconds": run["train_seconds"], "planned_steps": run["planned_steps"], "steps": run["steps"], **_device_facts(device, bf16),
     }
     return save_shipped(out_dir, G.NAME, model.state_dict(), config.__dict__, report,
