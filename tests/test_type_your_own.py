@@ -1,0 +1,106 @@
+"""lmlib.course.type_your_own: what each type-your-own view computes from the student's sentence, on the shipped
+checkpoints. (That each view reacts to typed text in the browser is checked by tests/browser.)"""
+
+import pytest
+import torch
+
+from lmlib.course import type_your_own as Y
+from lmlib.recipes import elmo as R
+
+
+@pytest.fixture(scope="module")
+def bert():
+    return Y.shipped("bert")
+
+
+@pytest.fixture(scope="module")
+def gpt():
+    return Y.shipped("gpt")
+
+
+def test_fill_in_is_the_mlm_softmax_at_each_mask(bert):
+    model, tok = bert
+    rows = Y.fill_in(model, tok, "The acting was [MASK], but the [MASK] made no sense.", k=4)
+    assert len(rows) == 2 and all(len(r) == 4 for r in rows)
+    ids = Y.encode_with_masks(tok, "The acting was [MASK], but the [MASK] made no sense.")
+    assert ids[0] == tok.token_to_id("[CLS]") and ids[-1] == tok.token_to_id("[SEP]")
+    assert ids.count(tok.token_to_id("[MASK]")) == 2
+    with torch.no_grad():
+        logits = model(torch.tensor([ids])).mlm_logits[0]
+    for row, position in zip(rows, [i for i, t in enumerate(ids) if t == tok.token_to_id("[MASK]")]):
+        probs = logits[position].softmax(-1)
+        assert [p for _, p in row] == sorted((p for _, p in row), reverse=True)
+        for piece, p in row:
+            assert p == pytest.approx(float(probs[tok.token_to_id(piece)]), abs=1e-6)
+        assert row[0][1] == pytest.approx(float(probs.max()), abs=1e-6)
+    with pytest.raises(ValueError, match=r"\[MASK\]"):
+        Y.fill_in(model, tok, "no blank here")
+
+
+def test_four_tokenizations_cut_the_same_text(gpt, bert):
+    text = "Schwarzenegger's unforgettable performance!!"
+    cuts = Y.tokenizations(text, gpt[1], bert[1])
+    assert list(cuts) == ["word-level", "character", "byte-level BPE (GPT)", "WordPiece (BERT)"]
+    assert cuts["word-level"] == ["Schwarzenegger's", "unforgettable", "performance", "!", "!"]
+    assert "".join(cuts["character"]) == text and len(cuts["character"]) == len(text)
+    assert "".join(cuts["byte-level BPE (GPT)"]) == text          # byte-level BPE loses nothing
+    assert len(cuts["byte-level BPE (GPT)"]) == len(gpt[1].encode(text))
+    assert cuts["WordPiece (BERT)"] == bert[1].tokenize(text)
+    assert any(p.startswith("##") for p in cuts["WordPiece (BERT)"])
+    with pytest.raises(ValueError):
+        Y.tokenizations("   ", gpt[1], bert[1])
+
+
+def test_attention_gpt_is_causal_and_bert_reads_both_sides(gpt, bert):
+    maps = Y.attention_maps("The plot was thin, but the actors saved it.", *gpt, *bert)
+    gpt_maps, gpt_tokens = maps["GPT"]
+    bert_maps, bert_tokens = maps["BERT"]
+    assert "".join(gpt_tokens) == "The plot was thin, but the actors saved it."
+    assert bert_tokens[0] == "[CLS]" and bert_tokens[-1] == "[SEP]"
+    for layers, tokens in ((gpt_maps, gpt_tokens), (bert_maps, bert_tokens)):
+        assert all(m.shape[-2:] == (len(tokens), len(tokens)) for m in layers)
+        assert all(torch.allclose(m.sum(-1), torch.ones(())) for m in layers)
+    assert len(gpt_maps) == gpt[0].config.num_layers and len(bert_maps) == bert[0].config.num_layers
+    assert all(float(m[0].triu(1).abs().sum()) == 0 for m in gpt_maps)
+    assert all(float(m[0].triu(1).sum()) > 0.1 for m in bert_maps)
+
+
+def test_marked_word():
+    assert Y.marked_word("She was the *star* of the show .", R.tokenize) == (
+        ["She", "was", "the", "star", "of", "the", "show", "."], 3)
+    for bad in ("no mark", "*two* *marks*"):
+        with pytest.raises(ValueError, match="stars"):
+            Y.marked_word(bad, R.tokenize)
+
+
+def test_elmo_neighbours_are_occurrences_of_the_word_nearest_first():
+    from lmlib.data import load_imdb
+
+    bilm = Y.shipped("elmo")[0]
+    pool = [s for text in load_imdb("test").texts[:600] for s in R.sentences_of(text)]
+    word, n, hits = Y.contextual_neighbours(bilm, "I gave it one *star* because the acting was awful .", pool, k=5)
+    assert word == "star" and n == sum(any(w.lower() == "star" for w in s) for s in pool) and len(hits) == 5
+    sims = [s for s, _, _ in hits]
+    assert sims == sorted(sims, reverse=True) and all(-1 <= s <= 1 for s in sims)
+    assert all(sentence[i].lower() == "star" for _, sentence, i in hits)
+    # the nearest occurrence, recomputed alone: its vector at layer 2 against the query's
+    sim, sentence, i = hits[0]
+    query = R.token_features(bilm, [R.tokenize("I gave it one star because the acting was awful .")])[4, 2]
+    other = R.token_features(bilm, [sentence])[i, 2]
+    assert float(torch.nn.functional.cosine_similarity(query, other, dim=0)) == pytest.approx(sim, abs=1e-4)
+    with pytest.raises(ValueError, match="does not occur"):
+        Y.contextual_neighbours(bilm, "a *zzqxj* word", pool)
+
+
+def test_changing_one_word_moves_later_positions_left_to_right_and_both_sides_in_bert(gpt, bert):
+    words, at = Y.marked_word("the film was slow at first but the *ending* made it worth every minute", R.tokenize)
+    models = Y.direction_models(*gpt, *bert, Y.shipped("elmo")[0])
+    expected = {"GPT (left to right)": (False, True), "BERT (both sides)": (True, True),
+                "ELMo, forward LSTM": (False, True), "ELMo, backward LSTM": (True, False)}
+    assert list(models) == list(expected)
+    for name, (states, tokens_of) in models.items():
+        tokens, pos, moved, other = Y.moved_positions(states, tokens_of, words, at)
+        assert tokens[pos].strip() == "ending" and other != "ending" and moved[pos], name
+        assert (any(moved[:pos]), any(moved[pos + 1:])) == expected[name], name
+        if expected[name] == (True, True):
+            assert all(moved), name
