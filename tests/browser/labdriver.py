@@ -33,6 +33,10 @@ REPO = Path(__file__).resolve().parents[2]
 # Outputs a student should never see: 0.09999999999999999, 1.9999999999999998, 5.000000000000001.
 FLOAT_NOISE = re.compile(r"\d\.\d*?(?:9{10,}|0{10,}[1-9])")
 
+# The type-your-own boxes of lmlib.course.type_your_own (the CSS class is type_your_own.TYPE_CLASS).
+TYPED_BOXES = ".lmlib-type-your-own input, .lmlib-type-your-own textarea"
+TYPED_MESSAGE = "⚠"   # type_your_own.MESSAGE: what such a view shows instead of a result
+
 # How long an interactive view may take to redraw after a slider moves or a button is pressed.
 WIDGET_RESPONSE_S = 8.0
 # How long a whole notebook may take between Run All and its last cell.
@@ -324,6 +328,7 @@ JS_INSPECT = r"""() => {
 # inside them (interact, interactive_output in a VBox), or else the cell's other outputs (controls that update
 # display handles with `observe`).
 JS_MARK_VIEWS = r"""() => {
+  const TYPED = '.lmlib-type-your-own input, .lmlib-type-your-own textarea';
   const panel = window.jupyterapp.shell.currentWidget;
   const cells = Array.from(panel.node.querySelectorAll('.jp-Notebook .jp-Cell'));
   const views = [];
@@ -343,6 +348,8 @@ JS_MARK_VIEWS = r"""() => {
       }),
       buttons: Array.from(widget.querySelectorAll('button.jupyter-button')).map(b => b.textContent.trim()),
       texts: widget.querySelectorAll('input, select, textarea').length,
+      // type-your-own boxes (lmlib.course.type_your_own): the test types the second example in each placeholder
+      typed: Array.from(widget.querySelectorAll(TYPED)).map(el => el.getAttribute('placeholder') || ''),
     };
     const own = widget.querySelectorAll('.widget-output').length;
     const beside = Array.from(cell.querySelectorAll('.jp-OutputArea-output'))
@@ -382,8 +389,9 @@ JS_VIEW_STATE = r"""(id) => {
     ? o.querySelectorAll('.jp-OutputArea-output').length > 0 && drawn(o) : drawn(o));
   const plots = outputs.flatMap(o => Array.from(o.querySelectorAll('.js-plotly-plot'))).map(p => {
     const r = p.getBoundingClientRect(); return [r.width, r.height]; });
-  const stderr = [root, ...outputs].flatMap(o => Array.from(o.querySelectorAll('[data-mime-type="application/vnd.jupyter.stderr"]')))
-    .concat(outputs.filter(o => o.getAttribute('data-mime-type') === 'application/vnd.jupyter.stderr'))
+  const bad = '[data-mime-type="application/vnd.jupyter.stderr"], [data-mime-type="application/vnd.jupyter.error"]';
+  const stderr = [root, ...outputs].flatMap(o => Array.from(o.querySelectorAll(bad)))
+    .concat(outputs.filter(o => o.matches(bad)))
     .map(e => e.innerText.slice(-3000));
   return {hash: h, nonEmpty, texts, plots, stderr};
 }"""
@@ -676,6 +684,8 @@ def _check_view_state(state: dict, label: str, report: Report) -> None:
     for text in state["stderr"]:
         report.add(label, f"error or stderr output in the view: {_brief(text)}")
     for text in state["texts"]:
+        if TYPED_MESSAGE in text:   # a type-your-own view that says why it shows no result
+            report.add(label, f"the view shows a message instead of a result: {_brief(text)}")
         noise = _noise(text)
         if noise:
             report.add_noise(label, noise, "view's output")
@@ -705,6 +715,7 @@ def _exercise_views(page, report: Report, shots: Path) -> set[int]:
         if interactive:
             controls = [("slider", i, name) for i, name in enumerate(view["sliders"])]
             controls += [("button", i, name) for i, name in enumerate(view["buttons"])]
+            controls += [("text box", i, example) for i, example in enumerate(view["typed"])]
             for kind, i, name in controls:
                 what = f"{kind} '{name}'" if name else f"{kind} {i + 1}"
                 before = page.evaluate(JS_VIEW_STATE, view["id"])["hash"]
@@ -715,6 +726,16 @@ def _exercise_views(page, report: Report, shots: Path) -> set[int]:
                     handle.focus()
                     handle.press(key)
                     action = key
+                elif kind == "text box":
+                    if not name:
+                        report.add(label, f"type-your-own box {i + 1} has no example to type (its placeholder is empty)")
+                        continue
+                    what = f"text box {i + 1}"
+                    box = root.locator(TYPED_BOXES).nth(i)
+                    box.fill(name)
+                    box.press("Enter")
+                    box.blur()   # a Text with continuous_update=False sends its value on Enter or on blur
+                    action = f"typing {name!r}"
                 else:
                     root.locator("button.jupyter-button").nth(i).click()
                     action = "a click"
@@ -726,6 +747,7 @@ def _exercise_views(page, report: Report, shots: Path) -> set[int]:
                     _wait_idle(page, 10)
                     continue
                 _check_view_state(state, f"{label}, after moving {what}" if kind == "slider"
+                                  else f"{label}, after {action} in {what}" if kind == "text box"
                                   else f"{label}, after pressing {what}", report)
         path = shots / f"cell{view['cell']:02d}_widget{number + 1}.png"
         # The widget with what it drives: its own Output widget, or the whole output area of its cell.
