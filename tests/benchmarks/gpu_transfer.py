@@ -111,6 +111,37 @@ class Results:
                                         "summary": summary}, indent=1))
 
 
+def merge(parts: list[Path], out: Path) -> None:
+    """One result file from several runs of the same checkpoint that split the work (by ``--conditions``, or
+    ``--no-probes`` beside a probe run): rows and dev rows joined, the summary recomputed, each part's settings and
+    device kept. Parts measured with different checkpoints, test sets or seeds are refused."""
+    loaded = [json.loads(p.read_text()) for p in parts]
+    if not loaded:
+        raise SystemExit("merge needs at least one result file")
+    for key in ("model", "checkpoint"):
+        if any(d[key] != loaded[0][key] for d in loaded):
+            raise SystemExit(f"the parts differ in {key!r}: merge only parts of one checkpoint")
+    for key in ("test_reviews", "test_seed", "seeds", "sizes", "probe"):
+        if any(d["settings"][key] != loaded[0]["settings"][key] for d in loaded):
+            raise SystemExit(f"the parts differ in settings[{key!r}]: they were not measured alike")
+    rows = [r for d in loaded for r in d["rows"]]
+    keys = [(r["condition"], r.get("init"), r.get("feature"), r.get("layer"), r["n_labels"], r["seed"]) for r in rows]
+    if len(set(keys)) != len(keys):
+        raise SystemExit("two parts hold the same row: split the work so each row is measured once")
+    probes = [r for r in rows if r["condition"] == "probe"]
+    tuned = [r for r in rows if r["condition"] != "probe"]
+    summary = ((summarise(probes, ("init", "feature", "layer", "n_labels")) if probes else [])
+               + (summarise(tuned, ("condition", "n_labels")) if tuned else []))
+    head = {k: v for k, v in loaded[0].items() if k not in ("dev_rows", "rows", "summary", "settings", "device")}
+    out.write_text(json.dumps({**head, "settings": loaded[0]["settings"],
+                               "parts": [{"file": p.name, "settings": d["settings"], "device": d["device"],
+                                          "conditions": sorted({r["condition"] for r in d["rows"]})}
+                                         for p, d in zip(parts, loaded)],
+                               "device": sorted({d["device"] for d in loaded}),
+                               "dev_rows": [r for d in loaded for r in d["dev_rows"]], "rows": rows,
+                               "summary": summary}, indent=1))
+
+
 def _kept(conditions: tuple[str, ...]) -> tuple[str, ...]:
     wanted = OPTIONS.get("conditions")
     return tuple(c for c in conditions if (OPTIONS["scratch"] or not c.startswith("scratch"))
@@ -144,6 +175,8 @@ def tune_and_test(results: Results, grid: str, tuned: tuple[str, ...], run, inpu
                          "steps": steps}, dev=True)
         best[condition] = max(scores, key=scores.get)
     best.update({c: best[source] for c, source in borrowed.items() if source in best})
+    if OPTIONS["rate"] is not None:  # a borrowed condition run without its source takes --rate
+        best.update({c: OPTIONS["rate"] for c in borrowed if c not in best})
     for size in SIZES:
         for seed in SEEDS:
             for condition in _kept((*tuned, *borrowed)):
@@ -335,20 +368,27 @@ def ulmfit(checkpoint: Path, labelled: Labelled, results: Results, device: torch
     inputs = labelled.encoded(lambda texts: [U.head_and_tail(x, settings["max_len"]) for x in
                                              U.encode_texts(vocab, [U.review_tokens(t) for t in texts])])
 
+    # ulmfit: the paper's stage (c), gradual unfreezing and rates divided by 2.6 per layer group; ulmfit_flat: the
+    # same pretrained encoder trained as scratch is (every group from the start, one rate): does the pretraining
+    # transfer, whatever the schedule? (bench_ulmfit_ablation.py found the gradual schedule under-trains the
+    # lowest groups in 5 epochs.)
+    schedule = {"ulmfit": (True, True, 2.6), "ulmfit_flat": (True, False, 1.0), "scratch": (False, False, 1.0)}
+
     def run(condition, eta, train, evaluate, seed):
+        pretrained, gradual, factor = schedule[condition]
         seed_everything(seed)
         fresh = AWDLSTMLanguageModel(lm.config)
-        if condition == "ulmfit":
+        if pretrained:
             fresh.encoder.load_state_dict(lm.encoder.state_dict())
         model = ULMFiTClassifier(fresh.encoder, 2, p1=0.25, p2=0.1)
         t = time.perf_counter()
-        trainer = U.train_classifier(model, *train, settings["epochs"], eta, gradual=condition == "ulmfit",
-                                     factor=2.6 if condition == "ulmfit" else 1.0, batch_size=settings["batch_size"],
+        trainer = U.train_classifier(model, *train, settings["epochs"], eta, gradual=gradual,
+                                     factor=factor, batch_size=settings["batch_size"],
                                      max_len=settings["max_len"], min_steps_per_epoch=settings["min_steps_per_epoch"],
                                      max_steps_per_epoch=settings["max_steps_per_epoch"], seed=seed, device=device)
         return U.accuracy(model, *evaluate, max_len=settings["max_len"]), trainer.step, time.perf_counter() - t
 
-    tune_and_test(results, "ulmfit", ("ulmfit", "scratch"), run, inputs, start, deadline)
+    tune_and_test(results, "ulmfit", ("ulmfit", "ulmfit_flat", "scratch"), run, inputs, start, deadline)
 
 
 MODELS = {"gpt": gpt, "bert": bert, "elmo": elmo, "ulmfit": ulmfit}
@@ -357,7 +397,8 @@ WEIGHTS = {"gpt": "gpt_imdb", "bert": "bert_imdb", "elmo": "elmo_imdb", "ulmfit"
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", choices=["prepare", *MODELS])
+    parser.add_argument("what", choices=["prepare", "merge", *MODELS])
+    parser.add_argument("parts", nargs="*", type=Path, help="merge: result files of one checkpoint, split by condition")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--checkpoint", type=Path)
     parser.add_argument("--labelled", type=Path)
@@ -367,6 +408,7 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="a trial of the script: one seed, 100 labels, one rate")
     parser.add_argument("--sizes", type=int, nargs="+", default=None, help="labelled sizes (default 100 1000)")
     parser.add_argument("--rate", type=float, default=None, help="one rate for every condition (no dev sweep)")
+    parser.add_argument("--grid", type=float, nargs="+", default=None, help="the rates of the dev sweep")
     parser.add_argument("--conditions", nargs="+", default=None, help="only these fine-tuning conditions")
     parser.add_argument("--no-probes", action="store_true", help="fine-tuning only")
     parser.add_argument("--pretrained-only", action="store_true", help="no from-scratch conditions")
@@ -381,11 +423,17 @@ def main(argv=None) -> int:
     if args.rate is not None:
         for k in GRIDS:
             GRIDS[k] = (args.rate,)
+    if args.grid:
+        for k in GRIDS:
+            GRIDS[k] = tuple(args.grid)
     OPTIONS = {"probes": not args.no_probes, "scratch": not args.pretrained_only, "quick": args.quick,
                "rate": args.rate, "conditions": args.conditions}
     torch.set_num_threads(args.threads)
     if args.what == "prepare":
         prepare(args.out)
+        return 0
+    if args.what == "merge":
+        merge(args.parts, args.out)
         return 0
     if args.checkpoint is None or args.labelled is None:
         parser.error(f"{args.what} needs --checkpoint and --labelled")
