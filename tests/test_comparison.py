@@ -157,5 +157,96 @@ def test_a_gpu_result_from_another_checkpoint_is_refused(monkeypatch):
                 lambda data: data["checkpoint"]["sha256"].update({"gpt_imdb.safetensors": "0" * 64}))
     with pytest.raises(RuntimeError, match="another checkpoint than the staged GPU GPT"):
         comparison.longer_pretraining_rows()
-    with pytest.raises(ValueError, match="no GPU-pretrained 'bert_imdb'"):
-        comparison.staged_report("bert_imdb")
+    with pytest.raises(ValueError, match="no GPU-pretrained 'transformer_xl'"):
+        comparison.staged_report("transformer_xl")
+
+
+# -- every GPU-pretrained checkpoint: rows, the course's checks, the staged checkpoints ---------------------------
+
+GPU_RESULTS = {"bert": "gpu_transfer_bert", "elmo": "gpu_transfer_elmo", "ulmfit": "gpu_transfer_ulmfit",
+               "bert-mlm": "gpu_transfer_bert_mlm"}
+
+
+@pytest.mark.parametrize("model", sorted(GPU_RESULTS))
+def test_each_gpu_result_agrees_with_its_rows_and_its_staged_report(model):
+    data = results.load(GPU_RESULTS[model])
+    folder = comparison.GPU_MODELS[model][0]
+    assert data["checkpoint"]["sha256"] == comparison.staged_report(folder)["sha256"]
+    weights = comparison.GPU_STAGED / folder / f"{folder.replace('_mlm', '')}.safetensors"
+    if weights.is_file():  # kept weights are the files it was measured with
+        import hashlib
+
+        assert hashlib.sha256(weights.read_bytes()).hexdigest() == data["checkpoint"]["sha256"][weights.name]
+    groups = {}
+    for r in data["rows"]:
+        groups.setdefault((r["condition"], r.get("init"), r.get("feature"), r.get("layer"), r["n_labels"]), []).append(r["accuracy"])
+    for s in data["summary"]:
+        values = groups[(s.get("condition", "probe"), s.get("init"), s.get("feature"), s.get("layer"), s["n_labels"])]
+        assert s["seeds"] == len(values) and s["mean"] == pytest.approx(statistics.mean(values))
+
+
+@pytest.mark.parametrize("model", sorted(GPU_RESULTS))
+def test_gpu_transfer_rows_are_the_summaries_with_the_best_layer_picked_at_the_most_labels(model):
+    data = results.load(GPU_RESULTS[model])
+    rows = comparison.gpu_transfer_rows(model)
+    summary = data["summary"]
+    tuned = [s for s in summary if "condition" in s]
+    for s in tuned:  # every fine-tuning summary appears, once, with its mean
+        hits = [r for r in rows if r["source"] == GPU_RESULTS[model] and "feature" not in r
+                and r["n_labels"] == s["n_labels"] and r["mean"] == s["mean"]]
+        assert len(hits) == 1
+    for init in ("pretrained", "random"):
+        for feature in {s["feature"] for s in summary if s.get("init") == init}:
+            probes = [s for s in summary if s.get("init") == init and s["feature"] == feature]
+            most = max(s["n_labels"] for s in probes)
+            best = max((s for s in probes if s["n_labels"] == most), key=lambda s: s["mean"])
+            shown = [r for r in rows if r.get("feature") == feature and r.get("init") == init and r["n_labels"] == most]
+            assert len(shown) == 1 and shown[0]["mean"] == best["mean"]
+    assert any(r["source"] == "bow_baseline" for r in rows)  # the baseline beside every table
+
+
+@pytest.mark.parametrize("model", sorted(GPU_RESULTS))
+def test_lesson_checks_are_the_differences_of_the_rows(model):
+    rows = comparison.gpu_transfer_rows(model)
+    checks = comparison.lesson_checks(model)
+    assert checks, "every GPU result yields at least one check"
+    for c in checks:
+        assert c["holds"] == (c["difference"] >= c["bar"])
+        assert c["bar"] == comparison.LESSON_BARS[c["check"].split(":")[0].split(" (")[0]]
+    by = {(r["method"], r["n_labels"]): r for r in rows}
+    _, name, architecture = comparison.GPU_MODELS[model]
+    for c in checks:
+        if c["check"] == "fine-tuned − random init":
+            a, b = by[(f"{name} fine-tuned", c["n_labels"])], by[(f"{architecture}, random init", c["n_labels"])]
+            assert c["difference"] == pytest.approx(a["mean"] - b["mean"])
+            assert c["se"] == pytest.approx(math.hypot(a["se"], b["se"]))
+    summary = results.load(GPU_RESULTS[model])["summary"]
+    for c in checks:
+        if c["check"].startswith("frozen − random init"):  # best pretrained layer minus best random layer, by hand
+            feature = next(k for k, v in comparison.FEATURES.items() if c["check"].endswith(v))
+            best = {init: max(s["mean"] for s in summary if s.get("init") == init and s["feature"] == feature
+                              and s["n_labels"] == c["n_labels"]) for init in ("pretrained", "random")}
+            assert c["difference"] == pytest.approx(best["pretrained"] - best["random"])
+
+
+def test_a_gpu_result_of_another_staged_checkpoint_is_refused(monkeypatch):
+    serve_stale(monkeypatch, "gpu_transfer_bert",
+                lambda data: data["checkpoint"]["sha256"].update({"bert_imdb.safetensors": "0" * 64}))
+    with pytest.raises(RuntimeError, match="another checkpoint than the staged bert_imdb"):
+        comparison.gpu_transfer_rows("bert")
+    with pytest.raises(ValueError, match="unknown model 'gpt-2'"):
+        comparison.gpu_transfer_rows("gpt-2")
+
+
+def test_staged_pretraining_rows_read_each_report_and_count_ulmfits_parameters():
+    from safetensors.torch import load_file
+
+    rows = {r["checkpoint"]: r for r in comparison.staged_pretraining_rows()}
+    assert {"gpt_imdb", "bert_imdb", "elmo_imdb", "awd_lstm_ptb", "ulmfit_imdb"} <= set(rows)
+    gpt = comparison.staged_report("gpt_imdb")
+    assert rows["gpt_imdb"]["gpu_value"] == gpt["valid_ppl"] and rows["gpt_imdb"]["gpu_tokens"] == gpt["tokens_seen"]
+    assert rows["gpt_imdb"]["shipped_value"] == comparison.shipped_report("gpt_imdb")["valid_ppl"]
+    ulm = comparison.staged_report("ulmfit_imdb")
+    weights = load_file(str(comparison.GPU_STAGED / "ulmfit_imdb" / "ulmfit_imdb.safetensors"))
+    assert rows["ulmfit_imdb"]["gpu_tokens_per_parameter"] == pytest.approx(
+        ulm["tokens_seen"] / sum(t.numel() for t in weights.values()))

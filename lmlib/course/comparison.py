@@ -251,3 +251,198 @@ def context_directions(states: Callable[[object], torch.Tensor], original, chang
     if delta.numel() <= position:
         raise ValueError(f"position {position} is outside the {delta.numel()} positions of the input")
     return {"earlier": bool((delta[:position] > 1e-5).any()), "later": bool((delta[position + 1:] > 1e-5).any())}
+
+
+# -- every GPU-pretrained checkpoint: fine-tuning and frozen features against the same architecture at random init
+
+FEATURES = {"layers": "features of one layer", "mix": "features, scalar mix of all layers", "cls": "[CLS] features",
+            "mean": "mean-pooled features"}  # gpu_transfer.py's feature kinds, as the tables name them
+GPU_MODELS = {  # model -> (staged folder, what its fine-tuned condition is called, its architecture's name)
+    "gpt": ("gpt_imdb", "GPT", "GPT"),
+    "bert": ("bert_imdb", "BERT", "BERT"),
+    "bert-mlm": ("bert_mlm_imdb", "BERT, MLM alone", "BERT"),
+    "elmo": ("elmo_imdb", "ELMo", "ELMo biLM"),
+    "ulmfit": ("ulmfit_imdb", "ULMFiT", "AWD-LSTM classifier"),
+}
+
+
+def gpu_transfer_rows(model: str, sizes: tuple[int, ...] = (100, 1000)) -> list[dict]:
+    """Does the GPU pretraining of ``model`` transfer? Its ``tests/benchmarks/results/gpu_transfer_<model>.json``
+    (``tests/benchmarks/gpu_transfer.py``: the benchmarks' 1,000 IMDb test reviews, balanced label samples, seeds
+    0-2) as rows: the pretrained model fine-tuned and the same architecture from random weights, each at the rate
+    that scored best on a dev split taken from the training reviews; then frozen features (a linear probe on each
+    layer, the best layer at the largest label count) of the pretrained model and of the same architecture at random
+    init; then the bag of words on the same test reviews (the text GPT reads). Rows: ``method``, ``tokens``
+    (pretraining tokens, None for none), ``n_labels``, ``mean``, ``se``, ``seeds``, ``lr``, ``source``, and for a
+    probe ``feature`` and ``init``.
+
+    The result must have been measured with the checkpoint whose ``pretrain.json`` is staged in :data:`GPU_STAGED`
+    (its sha256 of every file), or it is refused."""
+    if model not in GPU_MODELS:
+        raise ValueError(f"unknown model {model!r}; GPU transfer results exist for {sorted(GPU_MODELS)}")
+    folder, name, architecture = GPU_MODELS[model]
+    staged = staged_report(folder)
+    source = f"gpu_transfer_{model.replace('-', '_')}"
+    data = results.load(source)
+    if data["checkpoint"]["sha256"] != staged["sha256"]:
+        raise RuntimeError(f"{source}.json was measured with another checkpoint than the staged {folder}; rerun "
+                           f"tests/benchmarks/gpu_transfer.py on it")
+    rate = {}
+    for r in data["rows"]:
+        rate.setdefault(r["condition"], r.get("lr"))
+    rows: list[dict] = []
+
+    def add(method, tokens, r, lr=None, where=source, **probe):
+        rows.append(dict(method=method, tokens=tokens, n_labels=int(r["n_labels"]), mean=float(r["mean"]),
+                         se=None if r["se"] is None else float(r["se"]), seeds=r["seeds"], lr=lr, source=where,
+                         **probe))
+
+    tuned = {"gpt": f"{name} fine-tuned", "bert": f"{name} fine-tuned", "ulmfit": f"{name} fine-tuned",
+             "gpt_mean": f"{name} fine-tuned, mean-pooled head", "gpt_aux": f"{name} fine-tuned, λ = 0.5",
+             "ulmfit_flat": f"{name} fine-tuned, every layer from the start at one rate",
+             "scratch": f"{architecture}, random init"}
+    for condition, method in tuned.items():
+        for r in data["summary"]:
+            if r.get("condition") == condition and r["n_labels"] in sizes:
+                add(method, None if condition == "scratch" else staged["tokens_seen"], r, rate.get(condition))
+    for feature in sorted({r["feature"] for r in data["summary"] if "init" in r}):
+        for init, tokens in (("pretrained", staged["tokens_seen"]), ("random", None)):
+            probes = [r for r in data["summary"] if r.get("init") == init and r["feature"] == feature]
+            if not probes:
+                continue
+            largest = max(r["n_labels"] for r in probes)
+            best = max((r for r in probes if r["n_labels"] == largest), key=lambda r: r["mean"])["layer"]
+            who = f"{name} (pretrained)" if init == "pretrained" else f"{architecture} at random init"
+            where = "" if best == "mix" else f", best layer ({best})"
+            for r in probes:
+                if r["layer"] == best and r["n_labels"] in sizes:
+                    add(f"frozen {FEATURES.get(feature, feature)}, {who}{where}", tokens, r, feature=feature,
+                        init=init)
+    for r in bow_baseline_rows("model_view"):
+        if r["n_labels"] in sizes:
+            add(r["method"], None, r, where="bow_baseline")
+    return rows
+
+
+def difference(rows: list[dict], a: str, b: str, n_labels: int) -> tuple[float, float | None]:
+    """``(mean of a − mean of b, its standard error)`` at ``n_labels`` for two methods of ``rows`` (a method is
+    matched by its name, or else by its start); the standard error is None when either side has one seed."""
+    def pick(start):
+        at = [r for r in rows if r["n_labels"] == n_labels]
+        hits = [r for r in at if r["method"] == start] or [r for r in at if r["method"].startswith(start)]
+        if len(hits) != 1:
+            raise ValueError(f"{len(hits)} rows start with {start!r} at {n_labels} labels; name one method")
+        return hits[0]
+    x, y = pick(a), pick(b)
+    se = (x["se"] ** 2 + y["se"] ** 2) ** 0.5 if x["se"] is not None and y["se"] is not None else None
+    return x["mean"] - y["mean"], se
+
+
+LESSON_BARS = {"fine-tuned − random init": 0.05, "fine-tuned − bag of words": 0.0, "frozen − random init": 0.05}
+
+
+def lesson_checks(model: str) -> list[dict]:
+    """Does pretraining transfer, in the GPU-pretrained ``model``'s own numbers? The checks the course holds its
+    second half to, from :func:`gpu_transfer_rows`: fine-tuned minus the same architecture at random init (at
+    each label count, bar +0.05), fine-tuned minus the bag of words on the same reviews (at the most labels, bar
+    0), and the best frozen layer minus the best layer at random init (at the most labels, bar +0.05). A check
+    whose rows the result lacks is left out. Rows: ``check``, ``n_labels``, ``difference``, ``se``, ``bar``,
+    ``holds``."""
+    rows = gpu_transfer_rows(model)
+    _, name, architecture = GPU_MODELS[model]
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    most = max(r["n_labels"] for r in rows)
+    scratch, bow = f"{architecture}, random init", "bag of words"
+    pairs = []
+    for variant in (m for m in methods if m.startswith(f"{name} fine-tuned")):
+        how = variant.removeprefix(f"{name} fine-tuned").removeprefix(", ")
+        suffix = f" ({how})" if how else ""
+        if scratch in methods:
+            pairs += [("fine-tuned − random init", suffix, variant, scratch, n)
+                      for n in sorted({r["n_labels"] for r in rows if r["method"] == variant})]
+        pairs.append(("fine-tuned − bag of words", suffix, variant, bow, most))
+    for feature in dict.fromkeys(r["feature"] for r in rows if "feature" in r):
+        ours, theirs = ([r["method"] for r in rows if r.get("feature") == feature and r["init"] == init][0]
+                        for init in ("pretrained", "random"))
+        pairs.append(("frozen − random init", f": {FEATURES.get(feature, feature)}", ours, theirs, most))
+    checks = []
+    for check, suffix, a, b, n in pairs:
+        bar = LESSON_BARS[check]
+        d, se = difference(rows, a, b, n)
+        checks.append(dict(check=check + suffix, n_labels=n, difference=d, se=se, bar=bar, holds=d >= bar))
+    return checks
+
+
+STAGED_METRICS = {  # staged folder -> (shipped checkpoint, held-out metric, how to read it from a pretrain.json)
+    "gpt_imdb": ("gpt_imdb", "IMDb perplexity (BPE)", lambda r: r["valid_ppl"]),
+    "bert_imdb": ("bert_imdb", "MLM accuracy", lambda r: r["valid"]["mlm_accuracy"]),
+    "bert_mlm_imdb": ("bert_imdb", "MLM accuracy", lambda r: r["valid"]["mlm_accuracy"]),
+    "elmo_imdb": ("elmo_imdb", "IMDb perplexity (forward)", lambda r: r["valid_forward_ppl"]),
+    "awd_lstm_ptb": ("awd_lstm_ptb", "PTB test perplexity", lambda r: r["test_ppl"]),
+    "ulmfit_imdb": ("ulmfit_imdb", "IMDb perplexity after stage (b)", lambda r: r["after"]["imdb_held_out_ppl"]),
+}
+
+
+def staged_pretraining_rows() -> list[dict]:
+    """Each GPU-pretrained checkpoint staged in :data:`GPU_STAGED` beside the shipped CPU checkpoint it is to
+    replace: tokens read (and per parameter), seconds, the device, and one held-out metric of each. Rows:
+    ``checkpoint``, ``metric``, ``gpu_tokens``, ``gpu_tokens_per_parameter``, ``gpu_seconds``, ``device``,
+    ``gpu_value``, ``shipped_tokens``, ``shipped_value``."""
+    rows = []
+    for folder, (shipped_name, metric, read) in STAGED_METRICS.items():
+        if not (GPU_STAGED / folder / "pretrain.json").is_file():
+            continue
+        gpu, shipped = staged_report(folder), shipped_report(shipped_name)
+        per_parameter = gpu.get("tokens_per_parameter") or gpu["tokens_seen"] / _parameters(gpu)
+        rows.append(dict(checkpoint=folder, metric=metric, gpu_tokens=gpu["tokens_seen"],
+                         gpu_tokens_per_parameter=per_parameter, gpu_seconds=gpu["train_seconds"],
+                         device=gpu["run"]["device_name"], gpu_value=read(gpu), shipped_tokens=shipped["tokens_seen"],
+                         shipped_value=read(shipped)))
+    return rows
+
+
+def _parameters(report: dict) -> int:
+    """A checkpoint's parameter count from its ``pretrain.json``, or from the tensor shapes its safetensors header
+    lists (ULMFiT's stage (b) report does not record it)."""
+    if "parameters" in report:
+        return int(report["parameters"])
+    import math
+
+    from safetensors import safe_open
+
+    weights = [name for name in report["sha256"] if name.endswith(".safetensors")]
+    folder = GPU_STAGED / Path(weights[0]).stem
+    with safe_open(str(folder / weights[0]), framework="pt") as fh:
+        return sum(math.prod(fh.get_slice(k).get_shape()) for k in fh.keys())
+
+
+def staged_pretraining_table():
+    """:func:`staged_pretraining_rows` as an HTML table (:mod:`lmlib.course.tables`)."""
+    from .tables import html_table
+
+    def value(v):
+        return f"{v:.1%}" if v < 1 else f"{v:.1f}"
+
+    return html_table(
+        ["checkpoint", "tokens read (GPU)", "per parameter", "seconds", "held-out metric", "GPU checkpoint",
+         "shipped (CPU)", "tokens read (CPU)"],
+        [[r["checkpoint"], f"{r['gpu_tokens'] / 1e6:.1f}M", f"{r['gpu_tokens_per_parameter']:.0f}",
+          f"{r['gpu_seconds']:.0f}", r["metric"], value(r["gpu_value"]), value(r["shipped_value"]),
+          f"{r['shipped_tokens'] / 1e6:.1f}M"] for r in staged_pretraining_rows()],
+        numeric=[False, True, True, True, False, True, True, True],
+        caption=f"pretrained on one {staged_pretraining_rows()[0]['device']} (GPU) and shipped (one CPU thread)")
+
+
+def lesson_checks_table(models: tuple[str, ...]):
+    """:func:`lesson_checks` of each of ``models`` as one HTML table: the check, the difference ± its standard
+    error, the bar, and whether it holds."""
+    from .tables import html_table
+
+    lines = []
+    for model in models:
+        for c in lesson_checks(model):
+            difference = f"{c['difference']:+.3f}" + (f" ± {c['se']:.3f}" if c["se"] is not None else " (1 seed)")
+            lines.append([GPU_MODELS[model][1], c["check"], f"{c['n_labels']:,}", difference,
+                          f"≥ {c['bar']:+.2f}", "holds" if c["holds"] else "falls short"])
+    return html_table(["model", "check", "labels", "difference", "bar", "verdict"], lines,
+                      numeric=[False, False, True, True, True, False])
