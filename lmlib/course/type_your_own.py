@@ -29,6 +29,7 @@ from functools import lru_cache
 import torch
 
 TYPE_CLASS = "lmlib-type-your-own"
+MESSAGE = "⚠"   # starts what a view shows instead of a result (the browser test fails on it after typing an example)
 MARK = re.compile(r"\*([^*\s]+)\*")   # the word a view is about, written *like this*
 
 
@@ -73,7 +74,7 @@ def text_view(render: Callable[[str], object], value: str, placeholder: str, des
             try:
                 shown = render(box.value)
             except ValueError as err:
-                shown = HTML(f"<p style='color:#b5400a'>{html.escape(str(err))}</p>")
+                shown = HTML(f"<p style='color:#b5400a'>{MESSAGE} {html.escape(str(err))}</p>")
             display(shown)
 
     box.observe(update, names="value")
