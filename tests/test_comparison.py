@@ -163,7 +163,7 @@ def test_a_gpu_result_from_another_checkpoint_is_refused(monkeypatch):
 
 # -- every GPU-pretrained checkpoint: rows, the course's checks, the staged checkpoints ---------------------------
 
-GPU_RESULTS = {"bert": "gpu_transfer_bert", "elmo": "gpu_transfer_elmo", "ulmfit": "gpu_transfer_ulmfit",
+GPU_RESULTS = {"gpt": "gpu_transfer_gpt", "bert": "gpu_transfer_bert", "elmo": "gpu_transfer_elmo", "ulmfit": "gpu_transfer_ulmfit",
                "bert-mlm": "gpu_transfer_bert_mlm"}
 
 
