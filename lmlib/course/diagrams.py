@@ -73,6 +73,11 @@ class Svg:
         fill = "" if colour == INK else f' fill="{colour}"'
         self.parts.append(f'<text x="{x:g}" y="{y:g}"{anchor_attr}{size_attr}{fill}{style}>{rich(label, size)}</text>')
 
+    def note(self, x, y, lines, step, size=13):
+        """Left-aligned lines of text, the first at ``(x, y)``, each ``step`` below the one before."""
+        for i, line in enumerate(lines):
+            self.text(x, y + step * i, line, anchor="start", size=size)
+
     def box(self, x, y, w, h, label, colour=BLUE, size=13, lines=None, amount=0.22, dash=None, bold=False):
         """A tinted box with a centred label (``lines``: several labels, one per line)."""
         self.rect(x, y, w, h, fill=tint(colour, amount), stroke=colour, dash=dash)
@@ -252,11 +257,10 @@ def transformer_layers() -> Svg:
     s.box(dx - 90, 50, 180, 28, "softmax", CYAN, size=12)
     s.line(dx, 50, dx, 34)
     s.text(dx, 24, "p(y_{t} | y_{<t}, x)", size=13)
-    for i, line in enumerate(["Add & Norm: LayerNorm(x + Dropout(Sublayer(x))),",
+    s.note(20, 40, ["Add & Norm: LayerNorm(x + Dropout(Sublayer(x))),",
                               "post-norm as in the paper and lmlib's",
                               "default (norm_first=False); pre-norm",
-                              "computes x + Sublayer(LayerNorm(x))."]):
-        s.text(20, 40 + 17 * i, line, anchor="start", size=12)
+                              "computes x + Sublayer(LayerNorm(x))."], step=17, size=12)
     return s
 
 
@@ -316,10 +320,9 @@ def awd_lstm_dropouts() -> Svg:
     for i, row in enumerate([{1}, {0, 3}, {0, 4}, {2}, {1, 3}]):
         s.cells(x0, y0 - 16 + 12 * i, row)
     s.text(x0 + 68, y0 + 12, "W̃_{hh}", anchor="start", size=13, colour=RED)
-    for i, line in enumerate(["W̃_{hh} = M ⊙ W_{hh} / (1 − p_{w})", "M_{ij} ~ Bernoulli(1 − p_{w}),",
+    s.note(x0 - 8, y0 + 72, ["W̃_{hh} = M ⊙ W_{hh} / (1 − p_{w})", "M_{ij} ~ Bernoulli(1 − p_{w}),",
                               "one M per layer and forward pass,", "shared by every step t and",
-                              "every sequence of the batch"]):
-        s.text(x0 - 8, y0 + 72 + 16 * i, line, anchor="start", size=11.5)
+                              "every sequence of the batch"], step=16, size=11.5)
     # embedding dropout panel
     x0, y0 = 715, 420
     s.text(x0 - 43, y0 - 20, "embedding dropout", anchor="start", size=12.5, bold=True)
@@ -327,9 +330,8 @@ def awd_lstm_dropouts() -> Svg:
         s.text(x0 - 6, y0 + 10 + 14 * i, word, anchor="end", size=11)
         s.cells(x0, y0 + i * 14, set(range(5)) if word == "love" else set(), colour=BLUE)
     s.text(x0 + 66, y0 + 10, "E", anchor="start", size=13)
-    for i, line in enumerate(["z_{w} ~ Bernoulli(1 − p_{e}) per word", "type: a dropped word is 0",
-                              "wherever it occurs in the batch"]):
-        s.text(x0 - 43, y0 + 75 + 16 * i, line, anchor="start", size=11.5)
+    s.note(x0 - 43, y0 + 75, ["z_{w} ~ Bernoulli(1 − p_{e}) per word", "type: a dropped word is 0",
+                              "wherever it occurs in the batch"], step=16, size=11.5)
     return s
 
 
@@ -438,12 +440,11 @@ def elmo_bilm() -> Svg:
     s.text(cx - 50, 90, "forward LM", size=11, colour=BLUE)
     s.text(cx + 50, 90, "backward LM", size=11, colour=GREEN)
     # equations on the left
-    for i, line in enumerate(["biLM (Peters et al. 2018, eq. 1): forward and",
+    s.note(14, 40, ["biLM (Peters et al. 2018, eq. 1): forward and",
                               "backward LSTM LMs share Θ_{x} and Θ_{s}", "",
                               "h_{k,0} = [x_{k}; x_{k}]",
                               "h_{k,j} = [→h_{k,j}; ←h_{k,j}],  j = 1 … L",
-                              "layer 2 adds a residual: LSTM_{2}(h_{1}) + h_{1}"]):
-        s.text(14, 40 + 20 * i, line, anchor="start", size=12.5)
+                              "layer 2 adds a residual: LSTM_{2}(h_{1}) + h_{1}"], step=20, size=12.5)
     # scalar mix on the right
     mx = 730
     for j, y in ((0, 364), (1, 300), (2, 235)):
@@ -521,13 +522,12 @@ def gpt_input_transformations() -> Svg:
             s.box(810, 282, 62, 26, "softmax", CYAN, size=11.5)
             s.text(841, 325, "over the", size=10.5, colour=GREY)
             s.text(841, 338, "N answers", size=10.5, colour=GREY)
-    for i, line in enumerate([
+    s.note(10, 388, [
             "[start], [delim], [extract]: three new tokens, never seen in pretraining. The last block's state at "
             "[extract], h_{l}^{m}, feeds",
             "a linear layer: P(y | x^{1}, …, x^{m}) = softmax(h_{l}^{m} W_{y}). Similarity adds the states of both "
             "orders; multiple choice",
-            "scores each answer's sequence and normalises the N scores with a softmax."]):
-        s.text(10, 388 + 17 * i, line, anchor="start", size=12)
+            "scores each answer's sequence and normalises the N scores with a softmax."], step=17, size=12)
     return s
 
 
@@ -599,12 +599,11 @@ def bert_heads() -> Svg:
     s.line(x, 92, x, 70)
     s.text(x, 60, "MLM: p(x_{t} = “thin”)", size=13, bold=True)
     s.text(x, 40, "over the whole vocabulary", size=11, colour=GREY)
-    for i, line in enumerate(["MLM: 15% of the tokens are chosen; a chosen",
+    s.note(560, 92, ["MLM: 15% of the tokens are chosen; a chosen",
                               "token becomes [MASK] 80%, a random token",
                               "10%, stays 10%; the loss is at chosen ones.",
                               "NSP: B is the next sentence half the time.",
-                              "Pre-training loss: L_{MLM} + L_{NSP}."]):
-        s.text(560, 92 + 18 * i, line, anchor="start", size=12)
+                              "Pre-training loss: L_{MLM} + L_{NSP}."], step=18, size=12)
     return s
 
 
@@ -647,15 +646,13 @@ def transformer_xl_memory() -> Svg:
     s.text(xs[0] - 56, ys[1] + 30, "from τ−1", size=10.5, colour=GREY)
     # next memory
     s.line(xs[7] + 20, ys[1], xs[7] + 60, ys[1], BLUE, width=1.6)
-    for i, line in enumerate(["each layer's last M", "inputs, detached:", "the memory of τ+2"]):
-        s.text(xs[7] + 66, ys[1] - 12 + 16 * i, line, anchor="start", size=11.5)
+    s.note(xs[7] + 66, ys[1] - 12, ["each layer's last M", "inputs, detached:", "the memory of τ+2"], step=16, size=11.5)
     s.text(xs[4] + 4, ys[2] - 22, "query i = 0", size=11, colour=RED)
-    for i, line in enumerate([
+    s.note(12, 338, [
             "h̃_{τ+1}^{n−1} = [SG(h_{τ}^{n−1}) ∘ h_{τ+1}^{n−1}]: queries from the segment h_{τ+1}^{n−1}, keys and "
             "values from h̃_{τ+1}^{n−1}.",
             "Query i reads the M memory positions and segment positions ≤ i, scored by relative distance; "
-            "the gradient stops at the memory."]):
-        s.text(12, 338 + 20 * i, line, anchor="start", size=12)
+            "the gradient stops at the memory."], step=20, size=12)
     return s
 
 
