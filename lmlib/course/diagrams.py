@@ -258,9 +258,9 @@ def transformer_layers() -> Svg:
     s.line(dx, 50, dx, 34)
     s.text(dx, 24, "p(y_{t} | y_{<t}, x)", size=13)
     s.note(20, 40, ["Add & Norm: LayerNorm(x + Dropout(Sublayer(x))),",
-                              "post-norm as in the paper and lmlib's",
-                              "default (norm_first=False); pre-norm",
-                              "computes x + Sublayer(LayerNorm(x))."], step=17, size=12)
+                    "post-norm as in the paper and lmlib's",
+                    "default (norm_first=False); pre-norm",
+                    "computes x + Sublayer(LayerNorm(x))."], step=17, size=12)
     return s
 
 
@@ -321,8 +321,8 @@ def awd_lstm_dropouts() -> Svg:
         s.cells(x0, y0 - 16 + 12 * i, row)
     s.text(x0 + 68, y0 + 12, "W̃_{hh}", anchor="start", size=13, colour=RED)
     s.note(x0 - 8, y0 + 72, ["W̃_{hh} = M ⊙ W_{hh} / (1 − p_{w})", "M_{ij} ~ Bernoulli(1 − p_{w}),",
-                              "one M per layer and forward pass,", "shared by every step t and",
-                              "every sequence of the batch"], step=16, size=11.5)
+                             "one M per layer and forward pass,", "shared by every step t and",
+                             "every sequence of the batch"], step=16, size=11.5)
     # embedding dropout panel
     x0, y0 = 715, 420
     s.text(x0 - 43, y0 - 20, "embedding dropout", anchor="start", size=12.5, bold=True)
@@ -441,10 +441,10 @@ def elmo_bilm() -> Svg:
     s.text(cx + 50, 90, "backward LM", size=11, colour=GREEN)
     # equations on the left
     s.note(14, 40, ["biLM (Peters et al. 2018, eq. 1): forward and",
-                              "backward LSTM LMs share Θ_{x} and Θ_{s}", "",
-                              "h_{k,0} = [x_{k}; x_{k}]",
-                              "h_{k,j} = [→h_{k,j}; ←h_{k,j}],  j = 1 … L",
-                              "layer 2 adds a residual: LSTM_{2}(h_{1}) + h_{1}"], step=20, size=12.5)
+                    "backward LSTM LMs share Θ_{x} and Θ_{s}", "",
+                    "h_{k,0} = [x_{k}; x_{k}]",
+                    "h_{k,j} = [→h_{k,j}; ←h_{k,j}],  j = 1 … L",
+                    "layer 2 adds a residual: LSTM_{2}(h_{1}) + h_{1}"], step=20, size=12.5)
     # scalar mix on the right
     mx = 730
     for j, y in ((0, 364), (1, 300), (2, 235)):
@@ -523,11 +523,11 @@ def gpt_input_transformations() -> Svg:
             s.text(841, 325, "over the", size=10.5, colour=GREY)
             s.text(841, 338, "N answers", size=10.5, colour=GREY)
     s.note(10, 388, [
-            "[start], [delim], [extract]: three new tokens, never seen in pretraining. The last block's state at "
-            "[extract], h_{l}^{m}, feeds",
-            "a linear layer: P(y | x^{1}, …, x^{m}) = softmax(h_{l}^{m} W_{y}). Similarity adds the states of both "
-            "orders; multiple choice",
-            "scores each answer's sequence and normalises the N scores with a softmax."], step=17, size=12)
+        "[start], [delim], [extract]: three new tokens, never seen in pretraining. The last block's state at "
+        "[extract], h_{l}^{m}, feeds",
+        "a linear layer: P(y | x^{1}, …, x^{m}) = softmax(h_{l}^{m} W_{y}). Similarity adds the states of both "
+        "orders; multiple choice",
+        "scores each answer's sequence and normalises the N scores with a softmax."], step=17, size=12)
     return s
 
 
@@ -600,10 +600,10 @@ def bert_heads() -> Svg:
     s.text(x, 60, "MLM: p(x_{t} = “thin”)", size=13, bold=True)
     s.text(x, 40, "over the whole vocabulary", size=11, colour=GREY)
     s.note(560, 92, ["MLM: 15% of the tokens are chosen; a chosen",
-                              "token becomes [MASK] 80%, a random token",
-                              "10%, stays 10%; the loss is at chosen ones.",
-                              "NSP: B is the next sentence half the time.",
-                              "Pre-training loss: L_{MLM} + L_{NSP}."], step=18, size=12)
+                     "token becomes [MASK] 80%, a random token",
+                     "10%, stays 10%; the loss is at chosen ones.",
+                     "NSP: B is the next sentence half the time.",
+                     "Pre-training loss: L_{MLM} + L_{NSP}."], step=18, size=12)
     return s
 
 
@@ -649,10 +649,10 @@ def transformer_xl_memory() -> Svg:
     s.note(xs[7] + 66, ys[1] - 12, ["each layer's last M", "inputs, detached:", "the memory of τ+2"], step=16, size=11.5)
     s.text(xs[4] + 4, ys[2] - 22, "query i = 0", size=11, colour=RED)
     s.note(12, 338, [
-            "h̃_{τ+1}^{n−1} = [SG(h_{τ}^{n−1}) ∘ h_{τ+1}^{n−1}]: queries from the segment h_{τ+1}^{n−1}, keys and "
-            "values from h̃_{τ+1}^{n−1}.",
-            "Query i reads the M memory positions and segment positions ≤ i, scored by relative distance; "
-            "the gradient stops at the memory."], step=20, size=12)
+        "h̃_{τ+1}^{n−1} = [SG(h_{τ}^{n−1}) ∘ h_{τ+1}^{n−1}]: queries from the segment h_{τ+1}^{n−1}, keys and "
+        "values from h̃_{τ+1}^{n−1}.",
+        "Query i reads the M memory positions and segment positions ≤ i, scored by relative distance; "
+        "the gradient stops at the memory."], step=20, size=12)
     return s
 
 
