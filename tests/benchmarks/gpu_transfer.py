@@ -90,6 +90,15 @@ class Labelled:
         return [self.texts[i] for i in part["idx"][:n]], part["labels"][:n]
 
 
+def summary_of(rows: list[dict]) -> list[dict]:
+    """Means and standard errors over seeds: probes by (init, feature, layer, labels), fine-tuning by (condition,
+    labels)."""
+    probes = [r for r in rows if r["condition"] == "probe"]
+    tuned = [r for r in rows if r["condition"] != "probe"]
+    return ((summarise(probes, ("init", "feature", "layer", "n_labels")) if probes else [])
+            + (summarise(tuned, ("condition", "n_labels")) if tuned else []))
+
+
 class Results:
     """Rows written to ``out`` after each one, with the checkpoint's sha256 and the settings."""
 
@@ -103,12 +112,8 @@ class Results:
     def add(self, row: dict, dev: bool = False) -> None:
         (self.dev if dev else self.rows).append(row)
         print(json.dumps(row), flush=True)
-        probes = [r for r in self.rows if r["condition"] == "probe"]
-        tuned = [r for r in self.rows if r["condition"] != "probe"]
-        summary = ((summarise(probes, ("init", "feature", "layer", "n_labels")) if probes else [])
-                   + (summarise(tuned, ("condition", "n_labels")) if tuned else []))
         self.out.write_text(json.dumps({**self.head, "dev_rows": self.dev, "rows": self.rows,
-                                        "summary": summary}, indent=1))
+                                        "summary": summary_of(self.rows)}, indent=1))
 
 
 def merge(parts: list[Path], out: Path) -> None:
@@ -128,10 +133,6 @@ def merge(parts: list[Path], out: Path) -> None:
     keys = [(r["condition"], r.get("init"), r.get("feature"), r.get("layer"), r["n_labels"], r["seed"]) for r in rows]
     if len(set(keys)) != len(keys):
         raise SystemExit("two parts hold the same row: split the work so each row is measured once")
-    probes = [r for r in rows if r["condition"] == "probe"]
-    tuned = [r for r in rows if r["condition"] != "probe"]
-    summary = ((summarise(probes, ("init", "feature", "layer", "n_labels")) if probes else [])
-               + (summarise(tuned, ("condition", "n_labels")) if tuned else []))
     head = {k: v for k, v in loaded[0].items() if k not in ("dev_rows", "rows", "summary", "settings", "device")}
     out.write_text(json.dumps({**head, "settings": loaded[0]["settings"],
                                "parts": [{"file": p.name, "settings": d["settings"], "device": d["device"],
@@ -139,7 +140,7 @@ def merge(parts: list[Path], out: Path) -> None:
                                          for p, d in zip(parts, loaded)],
                                "device": sorted({d["device"] for d in loaded}),
                                "dev_rows": [r for d in loaded for r in d["dev_rows"]], "rows": rows,
-                               "summary": summary}, indent=1))
+                               "summary": summary_of(rows)}, indent=1))
 
 
 def _kept(conditions: tuple[str, ...]) -> tuple[str, ...]:
