@@ -393,7 +393,7 @@ def staged_pretraining_rows() -> list[dict]:
         if not (GPU_STAGED / folder / "pretrain.json").is_file():
             continue
         gpu, shipped = staged_report(folder), shipped_report(shipped_name)
-        per_parameter = gpu.get("tokens_per_parameter") or gpu["tokens_seen"] / _parameters(gpu)
+        per_parameter = gpu.get("tokens_per_parameter") or gpu["tokens_seen"] / _parameters(gpu, GPU_STAGED / folder)
         rows.append(dict(checkpoint=folder, metric=metric, gpu_tokens=gpu["tokens_seen"],
                          gpu_tokens_per_parameter=per_parameter, gpu_seconds=gpu["train_seconds"],
                          device=gpu["run"]["device_name"], gpu_value=read(gpu), shipped_tokens=shipped["tokens_seen"],
@@ -401,18 +401,17 @@ def staged_pretraining_rows() -> list[dict]:
     return rows
 
 
-def _parameters(report: dict) -> int:
-    """A checkpoint's parameter count from its ``pretrain.json``, or from the tensor shapes its safetensors header
-    lists (ULMFiT's stage (b) report does not record it)."""
+def _parameters(report: dict, folder: Path) -> int:
+    """A checkpoint's parameter count from its ``pretrain.json``, or from the tensor shapes the safetensors header
+    in ``folder`` lists (ULMFiT's stage (b) report does not record it)."""
     if "parameters" in report:
         return int(report["parameters"])
     import math
 
     from safetensors import safe_open
 
-    weights = [name for name in report["sha256"] if name.endswith(".safetensors")]
-    folder = GPU_STAGED / Path(weights[0]).stem
-    with safe_open(str(folder / weights[0]), framework="pt") as fh:
+    weights = next(name for name in report["sha256"] if name.endswith(".safetensors"))
+    with safe_open(str(folder / weights), framework="pt") as fh:
         return sum(math.prod(fh.get_slice(k).get_shape()) for k in fh.keys())
 
 
@@ -423,14 +422,15 @@ def staged_pretraining_table():
     def value(v):
         return f"{v:.1%}" if v < 1 else f"{v:.1f}"
 
+    rows = staged_pretraining_rows()
     return html_table(
         ["checkpoint", "tokens read (GPU)", "per parameter", "seconds", "held-out metric", "GPU checkpoint",
          "shipped (CPU)", "tokens read (CPU)"],
         [[r["checkpoint"], f"{r['gpu_tokens'] / 1e6:.1f}M", f"{r['gpu_tokens_per_parameter']:.0f}",
           f"{r['gpu_seconds']:.0f}", r["metric"], value(r["gpu_value"]), value(r["shipped_value"]),
-          f"{r['shipped_tokens'] / 1e6:.1f}M"] for r in staged_pretraining_rows()],
+          f"{r['shipped_tokens'] / 1e6:.1f}M"] for r in rows],
         numeric=[False, True, True, True, False, True, True, True],
-        caption=f"pretrained on one {staged_pretraining_rows()[0]['device']} (GPU) and shipped (one CPU thread)")
+        caption=f"pretrained on one {rows[0]['device']} (GPU) and shipped (one CPU thread)")
 
 
 def lesson_checks_table(models: tuple[str, ...]):
