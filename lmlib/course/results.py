@@ -38,3 +38,36 @@ def load(name: str) -> dict:
         raise FileNotFoundError(f"no benchmark result named {name!r} in {results_dir()}; the results there are: "
                                 f"{', '.join(available())}. Each is written by a script in tests/benchmarks/")
     return json.loads(path.read_text())
+
+
+def _field(result: dict, dotted: str):
+    """``result["a"]["b"]`` for ``"a.b"``; None where a level is missing."""
+    value = result
+    for part in dotted.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+def load_checked(name: str, sha256: str, *, sha_field: str = "checkpoint_sha256", recipe: dict | None = None,
+                 recipe_field: str = "settings.recipe", rerun: str | None = None) -> dict:
+    """:func:`load`, refusing a result that does not describe the checkpoint shipped today.
+
+    A committed benchmark quotes the sha256 of the checkpoint it measured (at ``sha_field``, a dotted path such as
+    ``"pretrained.sha256"``); a notebook passes the sha256 of the checkpoint it loaded, and a stale file raises
+    instead of being shown beside a model it was never run on. With ``recipe``, the result's fine-tuning settings
+    (at ``recipe_field``) must equal it as well. ``rerun`` names the script that rebuilds the file; by default the
+    result's own ``command``.
+    """
+    result = load(name)
+    how = rerun or _field(result, "command") or f"the script in tests/benchmarks/ that writes {name}.json"
+    recorded = _field(result, sha_field)
+    if recorded is None:
+        raise KeyError(f"{name}.json has no checkpoint sha256 at {sha_field!r}; name the field that holds it")
+    if recorded != sha256:
+        raise RuntimeError(f"{name}.json was measured with another checkpoint (sha256 {str(recorded)[:12]}…) than the "
+                           f"one loaded ({sha256[:12]}…); rerun {how}")
+    if recipe is not None and _field(result, recipe_field) != json.loads(json.dumps(recipe)):
+        raise RuntimeError(f"{name}.json was run with other fine-tuning settings than the recipe's; rerun {how}")
+    return result
