@@ -47,7 +47,7 @@ def test_transfer_rows_reproduce_the_committed_summaries():
 
 def test_a_result_from_another_checkpoint_is_refused(monkeypatch):
     serve_stale(monkeypatch, "gpt_finetune", lambda data: data.update(checkpoint_sha256="0" * 64))
-    with pytest.raises(RuntimeError, match="gpt_finetune.json was measured with another gpt_imdb checkpoint"):
+    with pytest.raises(RuntimeError, match="gpt_finetune.json was measured with another checkpoint"):
         comparison.transfer_rows()
     with pytest.raises(ValueError, match="unknown checkpoint"):
         comparison.shipped_report("gpt3")
@@ -250,3 +250,15 @@ def test_staged_pretraining_rows_read_each_report_and_count_ulmfits_parameters()
     weights = load_file(str(comparison.GPU_STAGED / "ulmfit_imdb" / "ulmfit_imdb.safetensors"))
     assert rows["ulmfit_imdb"]["gpu_tokens_per_parameter"] == pytest.approx(
         ulm["tokens_seen"] / sum(t.numel() for t in weights.values()))
+
+
+def test_load_for_shipped_checks_against_the_shipped_checkpoint():
+    from lmlib.course import comparison
+    from lmlib.recipes import gpt
+
+    assert comparison.shipped_sha256("gpt_imdb") == comparison.shipped_report("gpt_imdb")["sha256"]["gpt_imdb.safetensors"]
+    assert comparison.load_for_shipped("gpt_finetune", "gpt_imdb", recipe=gpt.FINETUNE_RECIPE)["rows"]
+    with pytest.raises(RuntimeError, match="elmo_transfer.json was measured with another checkpoint"):
+        comparison.load_for_shipped("elmo_transfer", "gpt_imdb", sha_field="pretrained.sha256")
+    with pytest.raises(ValueError, match="unknown checkpoint"):
+        comparison.shipped_sha256("gpt2")

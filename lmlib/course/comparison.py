@@ -17,6 +17,7 @@ import torch
 from ..recipes import bert, elmo, gpt, ulmfit
 from . import results
 from .leaderboard import PUBLISHED
+from .results import load_checked, refuse_another_checkpoint
 
 CHECKPOINTS = {  # shipped checkpoint -> (folder, weights file), where each recipe writes it
     **{recipe.NAME: (recipe.CHECKPOINT_DIR, f"{recipe.NAME}.safetensors") for recipe in (ulmfit, elmo, gpt, bert)},
@@ -34,12 +35,20 @@ def shipped_report(checkpoint: str) -> dict:
 
 def require_checkpoint(result: str, recorded_sha256: str, checkpoint: str) -> None:
     """Refuse the committed result ``result`` unless it was measured with the shipped ``checkpoint``."""
-    folder, weights = CHECKPOINTS[checkpoint]
-    shipped = shipped_report(checkpoint)["sha256"][weights]
-    if recorded_sha256 != shipped:
-        raise RuntimeError(f"{result}.json was measured with another {checkpoint} checkpoint (sha256 "
-                           f"{str(recorded_sha256)[:12]}...) than the one shipped in {folder} ({shipped[:12]}...); "
-                           f"rerun the script that wrote it (its name is in the file's 'command' or docstring)")
+    refuse_another_checkpoint(result, recorded_sha256, shipped_sha256(checkpoint),
+                              "the script that wrote it (its name is in the file's 'command' or docstring)")
+
+
+def shipped_sha256(checkpoint: str) -> str:
+    """The sha256 of a shipped checkpoint's weights, as its ``pretrain.json`` records it."""
+    report = shipped_report(checkpoint)  # refuses an unknown name
+    return report["sha256"][CHECKPOINTS[checkpoint][1]]
+
+
+def load_for_shipped(result: str, checkpoint: str, **check) -> dict:
+    """The committed result ``result``, refused unless it was measured on the shipped ``checkpoint`` (one call in
+    place of a notebook's guard cell; ``check``: ``sha_field``, ``recipe``, ... as in :func:`results.load_checked`)."""
+    return load_checked(result, shipped_sha256(checkpoint), **check)
 
 
 def _published(name: str) -> tuple[float, str] | None:

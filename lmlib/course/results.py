@@ -50,6 +50,13 @@ def _field(result: dict, dotted: str):
     return value
 
 
+def refuse_another_checkpoint(name: str, recorded: str, loaded: str, rerun: str) -> None:
+    """Raise unless the result ``name`` recorded the sha256 of the checkpoint loaded (``rerun``: how to rebuild it)."""
+    if recorded != loaded:
+        raise RuntimeError(f"{name}.json was measured with another checkpoint (sha256 {str(recorded)[:12]}…) than the "
+                           f"one loaded ({loaded[:12]}…); rerun {rerun}")
+
+
 def load_checked(name: str, sha256: str, *, sha_field: str = "checkpoint_sha256", recipe: dict | None = None,
                  recipe_field: str = "settings.recipe", rerun: str | None = None) -> dict:
     """:func:`load`, refusing a result that does not describe the checkpoint shipped today.
@@ -65,9 +72,7 @@ def load_checked(name: str, sha256: str, *, sha_field: str = "checkpoint_sha256"
     recorded = _field(result, sha_field)
     if recorded is None:
         raise KeyError(f"{name}.json has no checkpoint sha256 at {sha_field!r}; name the field that holds it")
-    if recorded != sha256:
-        raise RuntimeError(f"{name}.json was measured with another checkpoint (sha256 {str(recorded)[:12]}…) than the "
-                           f"one loaded ({sha256[:12]}…); rerun {how}")
+    refuse_another_checkpoint(name, recorded, sha256, how)
     if recipe is not None and _field(result, recipe_field) != json.loads(json.dumps(recipe)):
         raise RuntimeError(f"{name}.json was run with other fine-tuning settings than the recipe's; rerun {how}")
     return result
