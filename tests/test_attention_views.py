@@ -298,3 +298,47 @@ def test_the_page_carries_each_weight_to_four_decimals():
     exact = torch.cat([a.reshape(1, 4, 7, 7).double() for a in attention])
     assert (shown - exact).abs().max() <= 5e-5 + 1e-12  # within half of the last kept decimal
     assert torch.equal(shown, shown.mul(1e4).round().div(1e4))  # and no digits beyond the fourth
+
+
+# --- shared libraries: one copy of d3 and jQuery per page -----------------------------------------------------
+
+def test_a_shared_view_carries_no_library_and_the_library_script_carries_both():
+    attention = random_attention(3, 4, 7, 7)
+    inline, shared = av.head_view(attention, TOKENS), av.head_view(attention, TOKENS, libraries="shared")
+    markup, scripts = split_markup(shared.data)
+    assert "d3js.org v5.16.0" not in scripts and "jQuery v3.7.1" not in scripts
+    assert "window.lmlibBertvizLibraries" in scripts and "const params" in scripts
+    assert len(shared.data) < len(inline.data) - 300_000  # the libraries are ~335 KB
+    library = av.library_script().data
+    assert "d3js.org v5.16.0" in library and "jQuery v3.7.1" in library and "window.lmlibBertvizLibraries" in library
+    with pytest.raises(ValueError, match="libraries must be one of"):
+        av.head_view(attention, TOKENS, libraries="cdn")
+
+
+def test_shared_views_draw_offline_with_one_copy_of_the_libraries(browser):
+    first = av.head_view(random_attention(3, 4, 7, 7, 1), TOKENS, libraries="shared")
+    second = av.head_view(random_attention(2, 2, 5, 5, 2), SRC, libraries="shared")
+    # the views come first on the page, as a restored notebook may draw them before the library's output
+    result = render(browser, first.data + second.data + av.library_script().data)
+    try:
+        assert result["external"] == [] and result["errors"] == [], result
+        page = result["page"]
+        page.wait_for_function("() => document.querySelectorAll('div[id^=\"bertviz-\"] svg line').length > 0",
+                               timeout=10_000)
+        for root in (r["id"] for r in result["views"]):
+            lines = page.evaluate(f"() => document.querySelectorAll('#{root} svg line').length")
+            assert lines > 0, f"{root} drew nothing"
+        assert page.evaluate("() => window.$") == "the page's own $"
+    finally:
+        result["context"].close()
+
+
+def test_a_shared_view_without_the_library_says_so(browser):
+    view = av.head_view(random_attention(1, 1, 3, 3), ["a", "b", "c"], libraries="shared")
+    result = render(browser, view.data)
+    try:
+        page = result["page"]
+        page.wait_for_function("() => document.body.innerText.includes('has no d3 on this page')", timeout=15_000)
+        assert result["external"] == []
+    finally:
+        result["context"].close()

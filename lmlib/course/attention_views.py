@@ -17,7 +17,13 @@ Attention format, as lmlib's models and ``transformers``' ``output_attentions`` 
 one tensor per layer, each ``(1, heads, query, key)``; ``(heads, query, key)`` is accepted too.
 
 Every view is an ``IPython.display.HTML``: the last expression of a cell displays it, ``.data`` is the
-HTML string, ``.save(path)`` writes a standalone page. JupyterLab runs the scripts of an HTML output
+HTML string, ``.save(path)`` writes a standalone page.
+
+The two libraries are about 335 KB, stored again with every view. A page that shows several views at once
+(a type-your-own box redrawing GPT's and BERT's, whose every drawing is stored in the notebook's widget state)
+can hold them once instead: ``libraries="shared"`` gives a light view (bertviz's data and drawing code only)
+that draws with the copy :func:`library_script` puts on the page; display that once, before the views (a shared
+view waits a few seconds for it, then says what is missing). JupyterLab runs the scripts of an HTML output
 only when the output is trusted: a view you just made is; views stored in a notebook opened from disk
 appear after rerunning the cell (or ``jupyter trust NOTEBOOK``).
 """
@@ -50,6 +56,8 @@ VENDORED = {
     "jquery.min.js": "fc9a93dd241f6b045cbff0481cf4e1901becd0e12fb45166a8f17f95823f0b1a",
 }
 
+LIBRARIES = ("inline", "shared")
+SHARED = "lmlibBertvizLibraries"   # the page's one copy of d3 and jQuery for shared views: window[SHARED] = {$, d3}
 HEAD_OPTIONS = {"layer", "heads", "include_layers", "prettify_tokens"}
 MODEL_OPTIONS = {"include_layers", "include_heads", "display_mode", "prettify_tokens"}
 
@@ -78,11 +86,13 @@ def head_view(
     heads: Sequence[int] | None = None,
     include_layers: Sequence[int] | None = None,
     prettify_tokens: bool = True,
+    libraries: str = "inline",
 ) -> AttentionView:
     """bertviz's head view of a self-attention model: one layer at a time, one colour per head.
 
     ``attention``: one tensor per layer, ``(1, heads, T, T)`` or ``(heads, T, T)``; ``tokens``: the T
     tokens. ``layer`` is the layer shown first and ``heads`` the heads switched on (zero-based).
+    ``libraries``: "inline" (the view carries d3 and jQuery) or "shared" (it draws with :func:`library_script`'s).
     """
     tokens = _tokens(tokens, "tokens")
     attention = _layers(attention, "attention", len(tokens), len(tokens))
@@ -91,7 +101,7 @@ def head_view(
     raw = _bertviz().head_view(attention, tokens, sentence_b_start=sentence_b_start, layer=layer,
                                heads=_maybe_list(heads), include_layers=_maybe_list(include_layers),
                                prettify_tokens=prettify_tokens, html_action="return")
-    return AttentionView(self_contained(raw.data))
+    return AttentionView(self_contained(raw.data, libraries))
 
 
 def model_view(
@@ -244,12 +254,45 @@ def _script_safe(js: str) -> str:
     return js.replace("<!--", "\\x3C!--")
 
 
-def self_contained(bertviz_html: str) -> str:
+def _libraries_js() -> str:
+    """JavaScript that defines d3 and jQuery as local variables ``d3`` and ``$``, touching no global of the page."""
+    return "\n".join([
+        "  var libraries = {};",
+        "  // define/module/exports are undefined here, so neither library registers with a module loader",
+        "  (function (define, module, exports) {",
+        vendored("d3.min.js"),
+        "  }).call(libraries);  // d3 5 attaches itself to `this`",
+        "  (function (define, module, exports) {",
+        vendored("jquery.min.js"),
+        "  }).call(libraries);",
+        "  var $ = window.jQuery.noConflict(true);  // give the page back its own $ and jQuery, if any",
+        "  var d3 = libraries.d3;",
+    ])
+
+
+def library_script() -> HTML:
+    """One ``<script>`` that puts d3 and jQuery on the page once, as ``window.lmlibBertvizLibraries``, for the
+    views made with ``libraries="shared"`` (it does nothing where a copy is already there)."""
+    return HTML("\n".join([
+        '<script type="text/javascript">',
+        "(function () {",
+        f"  if (window.{SHARED}) return;",
+        _libraries_js(),
+        f"  window.{SHARED} = {{$: $, d3: d3}};",
+        "})();",
+        "</script>",
+    ]))
+
+
+def self_contained(bertviz_html: str, libraries: str = "inline") -> str:
     """Rewrite the HTML of a bertviz 1.4 view (``html_action="return"``) so it fetches nothing.
 
     The returned HTML is the view's ``<div>`` and one ``<script>`` that defines d3 and jQuery
-    privately, then runs bertviz's drawing function with them.
+    privately (``libraries="inline"``), or takes the page's copy put there by :func:`library_script`
+    (``"shared"``), then runs bertviz's drawing function with them.
     """
+    if libraries not in LIBRARIES:
+        raise ValueError(f"libraries must be one of {LIBRARIES}, got {libraries!r}")
     match = _BERTVIZ_HTML.match(bertviz_html)
     if match is None:
         raise RuntimeError("bertviz's output does not have the layout of bertviz 1.4 (require.js tag, view <div>, "
@@ -268,19 +311,7 @@ def self_contained(bertviz_html: str) -> str:
     root = re.search(r'<div id="(bertviz-[0-9a-f]+)"', match["div"])
     if root is None:
         raise RuntimeError("bertviz's view has no <div id='bertviz-...'> root")
-    script = "\n".join([
-        "(function () {",
-        "  var libraries = {};",
-        "  // define/module/exports are undefined here, so neither library registers with a module loader",
-        "  (function (define, module, exports) {",
-        vendored("d3.min.js"),
-        "  }).call(libraries);  // d3 5 attaches itself to `this`",
-        "  (function (define, module, exports) {",
-        vendored("jquery.min.js"),
-        "  }).call(libraries);",
-        "  var $ = window.jQuery.noConflict(true);  // give the page back its own $ and jQuery, if any",
-        "  var d3 = libraries.d3;",
-        _script_safe(js),
+    run = [
         "  try {",
         "    draw($, d3);",
         "  } catch (err) {",
@@ -288,8 +319,28 @@ def self_contained(bertviz_html: str) -> str:
         "    if (root) root.insertAdjacentText('beforeend', 'The attention view failed to draw: ' + err);",
         "    throw err;",
         "  }",
-        "})();",
-    ])
+    ]
+    if libraries == "inline":
+        script = "\n".join(["(function () {", _libraries_js(), _script_safe(js), *run, "})();"])
+    else:  # wait (up to 10 s) for library_script's copy: a restored page may draw this output before that one
+        script = "\n".join([
+            "(function () {",
+            _script_safe(js),
+            "  var tries = 0;",
+            "  (function wait() {",
+            f"    var shared = window.{SHARED};",
+            "    if (!shared) {",
+            "      if (tries++ < 200) return setTimeout(wait, 50);",
+            f"      var root = document.getElementById({root[1]!r});",
+            "      if (root) root.insertAdjacentText('beforeend', 'The attention view has no d3 on this page: run "
+            "its cell again (lmlib.course.attention_views.library_script() was not shown).');",
+            "      return;",
+            "    }",
+            "    var $ = shared.$, d3 = shared.d3;",
+            *("  " + line for line in run),
+            "  })();",
+            "})();",
+        ])
     return f'{match["div"].strip()}\n<script type="text/javascript">\n{script}\n</script>\n'
 
 
@@ -376,4 +427,4 @@ def _maybe_list(values):
 
 
 __all__ = ["AttentionView", "head_view", "model_view", "encoder_decoder_view", "transformer_view",
-           "self_contained", "vendored", "VENDORED"]
+           "self_contained", "library_script", "vendored", "VENDORED", "LIBRARIES"]
