@@ -8,10 +8,11 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from lmlib.eval.bow_baseline import BowConfig, bow_accuracy, fit_bow, model_view
+from lmlib.eval.bow_baseline import BowConfig, bow_accuracy, fit_bow, model_view, words_view
 from lmlib.models.gpt_finetune import head_and_tail
 from lmlib.recipes import gpt as G
 from lmlib.text.tokenizers import ByteLevelBPE
+from lmlib.text.vocab import Vocab
 
 DOCS = ["good good film", "bad film", "good plot", "bad bad plot"]
 LABELS = [1, 0, 1, 0]
@@ -87,6 +88,39 @@ def test_model_view_is_the_text_between_start_and_extract():
         model_view(tokenizer, long, 126).split("\n")[1])
 
 
+def test_words_view_keeps_the_head_or_the_head_and_tail_by_hand():
+    words = "w0 w1 w2 w3 w4 w5 w6".split()
+    assert words_view(words, 3, "head") == "w0 w1 w2"
+    assert words_view(words, 5, "head_and_tail") == "w0 w1 w4 w5 w6"  # ⌊5/2⌋ = 2 first, ⌈5/2⌉ = 3 last
+    assert words_view(words, 4, "head_and_tail") == "w0 w1 w5 w6"
+    assert words_view(words, 7, "head_and_tail") == words_view(words, 9, "head") == " ".join(words)
+    vocab = Vocab.from_itos(["<unk>", "a", "film", "bad"])
+    assert words_view(["a", "zyx", "film", "bad"], 3, "head", vocab) == "a <unk> film"
+    assert words_view(["a", "zyx", "film", "bad", "a"], 4, "head_and_tail", vocab) == "a <unk> bad a"
+
+
+def test_ulmfit_view_is_what_the_ulmfit_classifier_reads():
+    from lmlib.recipes import ulmfit as U
+    _, vocab = U.load_pretrained(U.IMDB_DIR)
+    review = " ".join(f"Scene {i} is fine, but qwxzy's acting isn't." for i in range(30))
+    tokens = U.review_tokens(review)
+    fed = U.head_and_tail(U.encode_texts(vocab, [tokens])[0], 128)  # bench_ulmfit_imdb.encode
+    assert len(tokens) > 128 and len(fed) == 128
+    view = words_view(tokens, 128, "head_and_tail", vocab)
+    assert view.split() == [vocab.itos[i] for i in fed]
+    assert view.startswith("scene N is fine , but <unk> 's acting is n't .") and view.endswith("acting is n't .")
+
+
+def test_elmo_view_is_the_first_48_words_the_bag_of_embeddings_reads():
+    from lmlib.recipes import elmo as R
+    review = "A long film. " * 10 + "It was bad, really bad. " * 10
+    words = [w.lower() for s in R.review_sentences(review, 48) for w in s]
+    assert len(words) == 48 and words[:4] == ["a", "long", "film", "."]
+    assert words_view(words, 48, "head").split() == words
+    # by hand: 10 × "a long film ." is 40 words, "it was bad , really bad ." 7 more, and the next sentence's "it"
+    assert words_view(words, 48, "head").endswith("a long film . it was bad , really bad . it")
+
+
 @pytest.mark.parametrize("texts, labels, config, message", [
     (DOCS, LABELS[:3], TINY, "4 texts but 3 labels: give one label per text"),
     (DOCS, [1, 0, 2, 0], TINY, r"labels must be 0 \(negative\) or 1 \(positive\), got \[2\]"),
@@ -120,3 +154,9 @@ def test_model_view_and_accuracy_refuse_bad_input():
         model_view(tokenizer, "a film", 1)
     with pytest.raises(ValueError, match="2 texts but 1 labels"):
         bow_accuracy(fit_bow(DOCS, LABELS, TINY), DOCS[:2], [1])
+    with pytest.raises(ValueError, match="tokens must be a list of words"):
+        words_view("a film", 5)
+    with pytest.raises(ValueError, match="keep must be 'head' or 'head_and_tail'"):
+        words_view(["a"], 5, "tail")
+    with pytest.raises(ValueError, match="max_tokens must be at least 1"):
+        words_view(["a"], 0)

@@ -8,7 +8,9 @@ and seeds (``tests/benchmarks/bench_bow_baseline.py``).
 scikit-learn does the work: :class:`~sklearn.feature_extraction.text.TfidfVectorizer` turns texts into weights,
 :class:`~sklearn.model_selection.GridSearchCV` picks logistic regression's regularisation strength C by k-fold
 cross-validation on the training labels only and refits it on all of them. This module fixes the settings, checks the inputs, and cuts
-a review to the text a fine-tuned GPT of the course reads (:func:`model_view`).
+a review to the text a classifier of the course reads: the fine-tuned GPT's BPE head and tail (:func:`model_view`), and
+for word-level models the words they read (:func:`words_view`: ULMFiT's first and last 64 vocabulary tokens, ELMo's
+first 48 words).
 """
 
 from __future__ import annotations
@@ -127,3 +129,24 @@ def model_view(tokenizer, text: str, max_tokens: int) -> str:
         return text
     head = max_tokens // 2
     return tokenizer.decode(kept[:head]) + "\n" + tokenizer.decode(kept[head:])
+
+
+def words_view(tokens: Sequence[str], max_tokens: int, keep: str = "head_and_tail", vocab=None) -> str:
+    """The words a word-level classifier reads, joined by spaces, for the bag of words to read the same text.
+
+    ``keep="head"``: the first ``max_tokens`` tokens (ELMo's transfer benchmark reads a review's first 48 words);
+    ``keep="head_and_tail"``: the first ⌊max_tokens/2⌋ and last ⌈max_tokens/2⌉ (:func:`head_and_tail`, ULMFiT's
+    ``max_len`` = 128). With ``vocab`` (a :class:`lmlib.text.vocab.Vocab`) a word outside it becomes the
+    vocabulary's unknown token first, as the classifier sees it: ``words_view(["a", "zyx", "film"], 2, "head",
+    vocab)`` is ``"a <unk>"`` when "zyx" is not in ``vocab``."""
+    if isinstance(tokens, str):
+        raise ValueError("tokens must be a list of words, not one string; split the review first")
+    if max_tokens < 1:
+        raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
+    if keep not in ("head", "head_and_tail"):
+        raise ValueError(f"keep must be 'head' or 'head_and_tail', got {keep!r}")
+    words = list(tokens)
+    if vocab is not None:
+        words = [vocab.itos[i] for i in vocab.encode(words)]
+    kept = words[:max_tokens] if keep == "head" else head_and_tail(words, max_tokens)
+    return " ".join(kept)

@@ -27,6 +27,21 @@ Variants (one change each from ``ulmfit``, the paper's recipe):
 
 writes tests/benchmarks/results/ulmfit_imdb.json (rows, and per variant and label count the mean ± standard error
 over seeds).
+
+**Scratch at its own rate.** ``--sweep 0.001 0.003 0.01`` first trains seed 0's sample of ``--sweep-size`` (1,000)
+labels at each rate and scores it on a dev split of 1,000 *other* training reviews (:func:`dev_split`, in no labelled
+sample of seeds 0-2 up to 5,000 labels), never on the test reviews; the rate with the best dev accuracy (ties: the
+smaller) is the one the sizes and seeds asked for are trained at, and only that run of the sweep is tested (it is the
+row of seed 0 at the sweep size). ``--eta`` trains at a given rate instead of the recipe's. Each row records its
+``eta_top``. ``--replace PART`` puts a part's rows into the committed file in place of that variant's rows at the
+same label counts (the other variants' rows and the stage (b) checkpoint's sha256 stay as they are) and records
+its sweep under ``rate_sweeps``.
+
+    nice -n 10 .venv/bin/python tests/benchmarks/bench_ulmfit_imdb.py --variant scratch --sweep 0.001 0.003 0.01 \\
+        --seeds 0 --sizes 1000 --out scratch_sweep.json
+    nice -n 10 .venv/bin/python tests/benchmarks/bench_ulmfit_imdb.py --variant scratch --eta RATE --seeds 1 2 \\
+        --sizes 1000 --out scratch_b.json   # ...and the other sizes and seeds
+    .venv/bin/python tests/benchmarks/bench_ulmfit_imdb.py --replace scratch_sweep.json scratch_b.json ...
 """
 
 from __future__ import annotations
@@ -84,7 +99,28 @@ def encode(vocab, texts, max_len):
     return [U.head_and_tail(ids, max_len) for ids in U.encode_texts(vocab, texts)]
 
 
-def run(variant: str, seeds: list[int], sizes: list[int], max_len: int, out: Path) -> None:
+DEV = dict(reviews=1000, seed=0, excludes_sizes=[100, 500, 1000, 5000], excludes_seeds=[0, 1, 2])
+
+
+def dev_split(train_labels: list[int]) -> list[int]:
+    """Indices of ``DEV["reviews"]`` balanced training reviews in none of the labelled samples of seeds 0-2 at
+    100 to 5,000 labels (at 25,000 every review is labelled), drawn by ``sample_balanced`` seeded ``DEV["seed"]``."""
+    everything = list(range(len(train_labels)))
+    used = {i for size in DEV["excludes_sizes"] for seed in DEV["excludes_seeds"]
+            for i in U.sample_balanced(everything, train_labels, size, seed)[0]}
+    rest = [i for i in everything if i not in used]
+    return U.sample_balanced(rest, [train_labels[i] for i in rest], DEV["reviews"], DEV["seed"])[0]
+
+
+def best_rate(dev_rows: list[dict]) -> float:
+    """The rate of the sweep with the highest dev accuracy; a tie goes to the smaller rate."""
+    if not dev_rows:
+        raise ValueError("no sweep rows: give at least one rate to --sweep")
+    return min(dev_rows, key=lambda r: (-r["dev_accuracy"], r["eta_top"]))["eta_top"]
+
+
+def run(variant: str, seeds: list[int], sizes: list[int], max_len: int, out: Path, eta: float | None = None,
+        sweep: list[float] | None = None, sweep_size: int = 1000) -> None:
     init, gradual, factor, schedule = VARIANTS[variant]
     torch.set_num_threads(1)
     train_texts, train_labels, test_texts, test_labels = labelled_data()
@@ -95,29 +131,57 @@ def run(variant: str, seeds: list[int], sizes: list[int], max_len: int, out: Pat
               "checkpoint": {"imdb_sha256": imdb and imdb["sha256"]["ulmfit_imdb.safetensors"]} if init == "imdb" else None,
               "machine": machine(), "load_before": load(), "threads": torch.get_num_threads(), "rows": []}
     train_ids, test_ids = encode(vocab, train_texts, max_len), encode(vocab, test_texts, max_len)
+
+    def train(seed: int, size: int, rate: float):
+        seed_everything(seed)
+        idx, labels = U.sample_balanced(list(range(len(train_ids))), train_labels, size, seed)
+        fresh = AWDLSTMLanguageModel(lm.config)
+        if init != "random":
+            fresh.encoder.load_state_dict(lm.encoder.state_dict())
+        model = ULMFiTClassifier(fresh.encoder, 2, **SETTINGS["head"])
+        start = time.perf_counter()
+        trainer = U.train_classifier(
+            model, [train_ids[i] for i in idx], labels, SETTINGS["epochs"], rate, gradual=gradual,
+            factor=factor, batch_size=SETTINGS["batch_size"], max_len=max_len,
+            min_steps_per_epoch=SETTINGS["min_steps_per_epoch"], max_steps_per_epoch=SETTINGS["max_steps_per_epoch"],
+            schedule=schedule, seed=seed)
+        return model, trainer.step, time.perf_counter() - start
+
+    def add(model, seed, size, rate, steps, seconds):
+        acc = U.accuracy(model, test_ids, test_labels, max_len=max_len)
+        row = {"variant": variant, "seed": seed, "n_labels": size, "max_len": max_len, "eta_top": rate,
+               "accuracy": acc, "n_test": len(test_labels), "steps": steps,
+               "examples_seen": steps * SETTINGS["batch_size"], "train_seconds": round(seconds, 1)}
+        result["rows"].append(row)
+        print(json.dumps(row), flush=True)
+        result["load_after"] = load()
+        write_result(out, result)
+
+    rate = SETTINGS["eta_top"] if eta is None else eta
+    kept = None
+    if sweep:
+        dev = dev_split(train_labels)
+        dev_ids, dev_labels = [train_ids[i] for i in dev], [train_labels[i] for i in dev]
+        result["sweep"] = {"dev": DEV, "size": sweep_size, "seed": 0, "rates": sweep, "rows": []}
+        models = {}
+        for r in sweep:
+            model, steps, seconds = train(0, sweep_size, r)
+            models[r] = (model, steps, seconds)
+            dev_acc = U.accuracy(model, dev_ids, dev_labels, max_len=max_len)
+            result["sweep"]["rows"].append({"eta_top": r, "dev_accuracy": dev_acc, "steps": steps,
+                                            "train_seconds": round(seconds, 1)})
+            print(json.dumps(result["sweep"]["rows"][-1]), flush=True)
+            write_result(out, result)
+        rate = result["sweep"]["chosen"] = best_rate(result["sweep"]["rows"])
+        kept = (0, sweep_size)
+        add(models[rate][0], 0, sweep_size, rate, *models[rate][1:])  # the chosen run is seed 0's row
+        del models
     for seed in seeds:
         for size in sizes:
-            seed_everything(seed)
-            idx, labels = U.sample_balanced(list(range(len(train_ids))), train_labels, size, seed)
-            fresh = AWDLSTMLanguageModel(lm.config)
-            if init != "random":
-                fresh.encoder.load_state_dict(lm.encoder.state_dict())
-            model = ULMFiTClassifier(fresh.encoder, 2, **SETTINGS["head"])
-            start = time.perf_counter()
-            trainer = U.train_classifier(
-                model, [train_ids[i] for i in idx], labels, SETTINGS["epochs"], SETTINGS["eta_top"], gradual=gradual,
-                factor=factor, batch_size=SETTINGS["batch_size"], max_len=max_len,
-                min_steps_per_epoch=SETTINGS["min_steps_per_epoch"], max_steps_per_epoch=SETTINGS["max_steps_per_epoch"],
-                schedule=schedule, seed=seed)
-            seconds = time.perf_counter() - start
-            acc = U.accuracy(model, test_ids, test_labels, max_len=max_len)
-            row = {"variant": variant, "seed": seed, "n_labels": size, "max_len": max_len, "accuracy": acc,
-                   "n_test": len(test_labels), "steps": trainer.step,
-                   "examples_seen": trainer.step * SETTINGS["batch_size"], "train_seconds": round(seconds, 1)}
-            result["rows"].append(row)
-            print(json.dumps(row), flush=True)
-            result["load_after"] = load()
-            write_result(out, result)
+            if (seed, size) == kept:
+                continue
+            model, steps, seconds = train(seed, size, rate)
+            add(model, seed, size, rate, steps, seconds)
 
 
 def hash_words(words) -> str:
@@ -150,6 +214,30 @@ def merge(paths: list[Path]) -> None:
     print(f"wrote {RESULTS}: {len(rows)} rows")
 
 
+def replace(paths: list[Path]) -> None:
+    """Put the rows of ``paths`` (parts of one variant) into the committed result in place of that variant's rows
+    at the same label counts and max_len, recompute the summary, and keep the parts' settings and sweeps."""
+    result = json.loads(RESULTS.read_text())
+    parts = [json.loads(p.read_text()) for p in paths]
+    words = {p["vocab_words_sha"] for p in result["parts"]} | {p["vocab_words_sha"] for p in parts}
+    if len(words) != 1:
+        raise ValueError("the parts were run with another vocabulary than the committed rows; rerun them")
+    shas = {p["checkpoint"]["imdb_sha256"] for p in parts if p["checkpoint"]}
+    if shas - {result["checkpoint"]["imdb_sha256"]}:
+        raise ValueError("a part used another stage (b) checkpoint than the committed rows; rerun it")
+    new = {(r["variant"], r["seed"], r["n_labels"], r["max_len"]): r for p in parts for r in p["rows"]}
+    replaced = {(k[0], k[2], k[3]) for k in new}
+    rows = [r for r in result["rows"] if (r["variant"], r["n_labels"], r["max_len"]) not in replaced] + list(new.values())
+    rows.sort(key=lambda r: (list(VARIANTS).index(r["variant"]), r["max_len"], r["n_labels"], r["seed"]))
+    result.update(summary=summarize(rows), rows=rows)
+    result["parts"] = [p for p in result["parts"] if p["variant"] not in {k[0] for k in new}] + [
+        {k: v for k, v in p.items() if k not in ("rows", "what", "sweep")} for p in parts]
+    sweeps = {p["variant"]: p["sweep"] for p in parts if "sweep" in p}
+    result["rate_sweeps"] = {**result.get("rate_sweeps", {}), **sweeps}
+    write_result(RESULTS, result)
+    print(f"wrote {RESULTS}: {len(new)} rows replaced or added")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--variant", choices=list(VARIANTS))
@@ -158,11 +246,17 @@ def main() -> None:
     parser.add_argument("--max-len", type=int, default=SETTINGS["max_len"])
     parser.add_argument("--out", type=Path, help="this part's file")
     parser.add_argument("--merge", nargs="+", type=Path, help="part files to merge into the results file")
+    parser.add_argument("--replace", nargs="+", type=Path, help="part files whose rows replace the committed ones")
+    parser.add_argument("--eta", type=float, default=None, help="eta_top for every run (default: the recipe's)")
+    parser.add_argument("--sweep", nargs="+", type=float, default=None, help="rates scored on the dev split first")
+    parser.add_argument("--sweep-size", type=int, default=1000)
     args = parser.parse_args()
     if args.merge:
         merge(args.merge)
+    elif args.replace:
+        replace(args.replace)
     elif args.variant and args.out:
-        run(args.variant, args.seeds, args.sizes, args.max_len, args.out)
+        run(args.variant, args.seeds, args.sizes, args.max_len, args.out, args.eta, args.sweep, args.sweep_size)
     else:
         parser.error("give --variant and --out to run, or --merge PARTS")
 
