@@ -5,6 +5,8 @@ It sits at the repository root so that `pytest notebooks/03_rnn_lstm.ipynb` gets
 
 import os
 
+import pytest
+
 # A from_pretrained call would otherwise wait ~30 s on the network before failing.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -17,3 +19,32 @@ os.environ.setdefault("TQDM_DISABLE", "1")
 _MIRROR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "shared", "data")
 if "LMLIB_DATA_DIR" not in os.environ and os.path.isfile(os.path.join(_MIRROR, "manifest.json")):
     os.environ["LMLIB_DATA_DIR"] = os.path.abspath(_MIRROR)
+
+
+# With pytest-xdist (`-n 2 --dist loadgroup`, as pyproject.toml asks) each test file runs whole on one worker: a
+# notebook's nbval cells share one kernel and must run in order, and a module's fixtures are built once. The one
+# exception is the JupyterLab browser test, whose notebooks are independent and long: they spread over the workers.
+SPREAD_OVER_WORKERS = ("tests/browser/test_notebooks_in_lab.py",)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups
+def pytest_collection_modifyitems(config, items):
+    # On the workers xdist passes the mode as option.loadgroup (their own --dist is "no").
+    if not getattr(config.option, "loadgroup", False) and getattr(config.option, "dist", "no") != "loadgroup":
+        return
+    for item in items:
+        path = item.nodeid.split("::", 1)[0]
+        if path not in SPREAD_OVER_WORKERS and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(path))
+
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids):
+    """On the controller, before anything runs: refuse when xdist could not group (nbval cells would be split)."""
+    if node.config.getoption("dist", default="no") != "loadgroup":
+        return
+    ungrouped = [i for i in ids if "@" not in i and i.split("::", 1)[0] not in SPREAD_OVER_WORKERS]
+    if ungrouped:
+        pytest.exit(f"pytest-xdist's --dist loadgroup did not group {ungrouped[0]} (pytest {pytest.__version__}); "
+                    "install the versions requirements.txt pins (pytest<9.2), or run with -p no:xdist", returncode=4)

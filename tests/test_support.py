@@ -1,5 +1,6 @@
 """Presets, seeding, plots, the source viewer, exercise checks, weight files and the PTB table."""
 
+import os
 import random
 
 import numpy as np
@@ -183,3 +184,20 @@ def test_leaderboard_accepts_numpy_and_torch_scalars(tmp_path, monkeypatch):
     leaderboard.record("numpy", np.float64(150.5), "01", "teach")
     leaderboard.record("torch", torch.tensor(120.25), "02", "teach")
     assert {m: r["test_ppl"] for m, r in leaderboard.measured().items()} == {"numpy": 150.5, "torch": 120.25}
+
+
+def _record_many(args):
+    folder, worker = args
+    os.environ["LMLIB_RESULTS_DIR"] = folder
+    for i in range(40):
+        leaderboard.record(f"worker {worker} model {i}", 100.0 + i, "01", "teach")
+
+
+def test_leaderboard_keeps_every_row_when_notebooks_record_at_once(tmp_path, monkeypatch):
+    """Four processes record 40 rows each into one file (as notebooks on two test workers do): none is lost."""
+    import multiprocessing
+
+    with multiprocessing.get_context("spawn").Pool(4) as pool:
+        pool.map(_record_many, [(str(tmp_path), w) for w in range(4)])
+    monkeypatch.setenv("LMLIB_RESULTS_DIR", str(tmp_path))
+    assert len(leaderboard.measured()) == 160

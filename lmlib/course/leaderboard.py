@@ -15,6 +15,11 @@ import os
 import tempfile
 from pathlib import Path
 
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory locks; notebooks run one at a time there
+    fcntl = None
+
 PUBLISHED = [
     # (model, test perplexity, source)
     ("Kneser-Ney 5-gram", 141.2, "Mikolov et al. 2011, Empirical evaluation and combination of LM techniques"),
@@ -68,14 +73,19 @@ def record(model: str, test_ppl: float, notebook: str, preset: str, seconds: flo
         raise ValueError(f"a perplexity is greater than 1 (the exponential of a positive mean negative "
                          f"log-likelihood), got {test_ppl} for {model!r}; was a loss or a probability passed "
                          "instead of a perplexity?")
-    rows = measured()
-    rows[model] = {"test_ppl": test_ppl, "notebook": notebook, "preset": preset, "seconds": seconds}
     path = _path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".part")
-    with os.fdopen(fd, "w") as fh:
-        json.dump(rows, fh, indent=1)
-    os.replace(tmp, path)
+    # Two notebooks may record at once (two kernels, or the tests on two workers): read, add and write under a lock
+    # so that neither erases the other's row.
+    with open(path.with_suffix(".lock"), "w") as lock:
+        if fcntl is not None:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        rows = measured()
+        rows[model] = {"test_ppl": test_ppl, "notebook": notebook, "preset": preset, "seconds": seconds}
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".part")
+        with os.fdopen(fd, "w") as fh:
+            json.dump(rows, fh, indent=1)
+        os.replace(tmp, path)
 
 
 def table(include_published: bool = True) -> list[dict]:

@@ -27,6 +27,7 @@ tests/browser/artifacts/<notebook>/.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import tempfile
@@ -98,15 +99,18 @@ def _record(name: str, entry: dict) -> None:
     """Add one notebook's numbers to artifacts/summary.json (rewritten atomically after every notebook)."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     path = ARTIFACTS / "summary.json"
-    try:
-        summary = json.loads(path.read_text())
-    except (OSError, ValueError):
-        summary = {}
-    summary.setdefault("notebooks", {})[name] = entry
-    summary["updated"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
+    # Under pytest-xdist two workers record notebooks at once: the lock keeps one's entry from erasing the other's.
+    with open(ARTIFACTS / "summary.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            summary = json.loads(path.read_text())
+        except (OSError, ValueError):
+            summary = {}
+        summary.setdefault("notebooks", {})[name] = entry
+        summary["updated"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
+        os.replace(tmp, path)
 
 
 def _startup_problems(lab_page) -> list[str]:
