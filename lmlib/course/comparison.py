@@ -112,7 +112,8 @@ def transfer_rows() -> list[dict]:
     gpt = results.load("gpt_finetune")
     require_checkpoint("gpt_finetune", gpt["checkpoint_sha256"], "gpt_imdb")
     gpt_names = {"gpt_aux": ("GPT", "GPT fine-tuned, λ = 0.5"), "gpt": ("GPT", "GPT fine-tuned, λ = 0"),
-                 "scratch": ("from scratch", "GPT architecture, random init")}
+                 "scratch": ("from scratch", "GPT architecture, random init"),
+                 "scratch_at_recipe_rate": ("from scratch", "GPT architecture, random init, at GPT's rate 5e-4")}
     gpt_test = gpt["settings"]["n_test"]
     for r in gpt["summary"]:
         family, name = gpt_names[r["condition"]]
@@ -124,7 +125,9 @@ def transfer_rows() -> list[dict]:
     for r in bert["rows"]:
         tests[(r["task"], r["condition"], r["n_labels"])] = r.get("n_test")
     for r in bert["summary"]:
-        family, name = ("BERT", "BERT fine-tuned") if r["condition"] == "bert" else ("from scratch", "BERT architecture, random init")
+        family, name = {"bert": ("BERT", "BERT fine-tuned"), "scratch": ("from scratch", "BERT architecture, random init"),
+                        "scratch_at_recipe_rate": ("from scratch", "BERT architecture, random init, at BERT's rate 5e-4")
+                        }[r["condition"]]
         add({"imdb": "IMDb", "sst2": "SST-2 dev"}[r["task"]], family, name, r["n_labels"], r["mean"], r["se"], r["seeds"],
             tests.get((r["task"], r["condition"], r["n_labels"])), "bert_finetune")
 
@@ -195,6 +198,32 @@ def bow_baseline_rows(truncation: str | None = None) -> list[dict]:
 GPU_STAGED = results.RESULTS_DIR / "gpu_pretraining"  # checkpoints pretrained on a GPU, not shipped yet
 
 
+def dev_sweep_table(result: dict, caption: str | None = None, **match):
+    """The from-scratch learning-rate sweep of a fine-tuning result (``dev_rows`` and ``scratch_rates`` of
+    gpt_finetune.json or bert_finetune.json, ``match`` e.g. ``task="imdb"``) as an HTML table: a row per rate, a
+    column per label count, mean dev accuracy ± se over the seeds run; the rate each label count chose is marked."""
+    import statistics
+
+    from .tables import html_table, mean_se
+
+    rows = [r for r in result["dev_rows"] if all(r.get(k) == v for k, v in match.items())]
+    if not rows:
+        raise ValueError(f"no dev rows match {match}")
+    sizes, rates = sorted({r["n_labels"] for r in rows}), sorted({r["lr"] for r in rows})
+    prefix = f"{match['task']}:" if "task" in match else ""
+    chosen = {n: result["scratch_rates"].get(f"{prefix}{n}") for n in sizes}
+    lines = []
+    for lr in rates:
+        cells = []
+        for n in sizes:
+            accs = [r["dev_accuracy"] for r in rows if (r["lr"], r["n_labels"]) == (lr, n)]
+            se = statistics.stdev(accs) / len(accs) ** 0.5 if len(accs) > 1 else None
+            cell = mean_se(statistics.mean(accs), se, len(accs)) if accs else "–"
+            cells.append(cell + (" ◀ chosen" if chosen[n] == lr else ""))
+        lines.append([f"{lr:.0e}", *cells])
+    return html_table(["rate", *(f"{n:,} labels" for n in sizes)], lines, caption=caption)
+
+
 def staged_report(checkpoint: str) -> dict:
     """The ``pretrain.json`` of a checkpoint pretrained on a GPU by ``lmlib.recipes.accelerated`` and kept in
     ``tests/benchmarks/results/gpu_pretraining/<checkpoint>/`` until the notebooks are moved to it."""
@@ -207,9 +236,9 @@ def staged_report(checkpoint: str) -> dict:
 
 def longer_pretraining_rows() -> list[dict]:
     """Does a longer pretraining pay? The GPT pretrained on a GPU (``staged_report("gpt_imdb")``: ~244M tokens)
-    beside the shipped GPT (4.1M tokens) and the same architecture from random weights, all fine-tuned by the same
-    recipe (``lmlib.recipes.gpt.FINETUNE_RECIPE``, rate 5e-4, λ = 0) on the same label samples and scored on the same
-    1,000 IMDb test reviews, and the bag of words on the same text; then frozen features (a linear probe on each
+    beside the shipped GPT (4.1M tokens), both fine-tuned by the same recipe (``lmlib.recipes.gpt.FINETUNE_RECIPE``,
+    rate 5e-4, λ = 0), and the same architecture from random weights at its own dev-chosen rate, on the same label
+    samples and scored on the same 1,000 IMDb test reviews, and the bag of words on the same text; then frozen features (a linear probe on each
     layer's mean-pooled states, the best layer at 1,000 labels) of the GPU GPT against the same GPT at random init.
     Rows: ``method``, ``tokens`` (pretraining tokens, None for none), ``n_labels``, ``mean``, ``se``, ``seeds``,
     ``source``. Each result file is checked against the checkpoint it claims."""

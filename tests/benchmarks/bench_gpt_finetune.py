@@ -6,7 +6,10 @@ This script measures both at this course's scale with the shipped IMDb GPT (lmli
 
 * ``gpt_aux``: the pretrained GPT, fine-tuned with λ = 0.5;
 * ``gpt``: the pretrained GPT, fine-tuned with λ = 0 (the task loss alone);
-* ``scratch``: the same architecture and tokenizer from random weights, λ = 0.
+* ``scratch``: the same architecture and tokenizer from random weights, λ = 0, at its own rate: each label count's
+  rate chosen on a dev split of other training reviews (``--dev``, dev_rates.py; the test set is never read);
+* ``scratch_at_recipe_rate``: the same, at the recipe's rate (5e-4, set for the pretrained model), kept to show
+  what an untuned baseline costs.
 
 Each is trained on 100, 1,000 or all 25,000 labelled training reviews (a balanced seeded sample per seed) and
 tested on the same seeded 1,000 of IMDb's 25,000 test reviews. Reviews are cut to 128 tokens by
@@ -16,6 +19,7 @@ rows of an earlier run with the same settings and checkpoint are kept.
 
     LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/bench_gpt_finetune.py --sizes 100 1000 --seeds 0 1 2
     LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/bench_gpt_finetune.py --sizes all --seeds 0
+    LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/bench_gpt_finetune.py --dev   # scratch's dev sweep
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import time
 from pathlib import Path
 
 import torch
+from dev_rates import DEV, chosen_rate, committed_scratch, dev_split
 from machine import load, machine
 from over_seeds import imdb_test_subset, summarise
 from result_file import kept_rows, write_result
@@ -38,8 +43,9 @@ from lmlib.runtime import seed_everything
 
 RESULTS = Path(__file__).resolve().parent / "results" / "gpt_finetune.json"
 CONDITIONS = {"gpt_aux": dict(pretrained=True, lam=0.5), "gpt": dict(pretrained=True, lam=0.0),
-              "scratch": dict(pretrained=False, lam=0.0)}
-SETTINGS = dict(n_test=1000, test_seed=0, recipe=G.FINETUNE_RECIPE, conditions=CONDITIONS, threads=1)
+              "scratch": dict(pretrained=False, lam=0.0, lr="dev"),
+              "scratch_at_recipe_rate": dict(pretrained=False, lam=0.0)}
+SETTINGS = dict(n_test=1000, test_seed=0, recipe=G.FINETUNE_RECIPE, conditions=CONDITIONS, dev=DEV, threads=1)
 
 
 def main() -> None:
@@ -47,19 +53,66 @@ def main() -> None:
     parser.add_argument("--sizes", nargs="+", default=["100", "1000", "all"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--conditions", nargs="+", default=list(CONDITIONS), choices=list(CONDITIONS))
+    parser.add_argument("--dev", action="store_true", help="only scratch's dev sweep (DEV: swept here, and copied)")
+    parser.add_argument("--train-again", action="store_true",
+                        help="train scratch rows that gpu_transfer_gpt.json holds instead of copying them")
     args = parser.parse_args()
     torch.set_num_threads(SETTINGS["threads"])
 
     report = json.loads((G.CHECKPOINT_DIR / "pretrain.json").read_text())
     sha = report["sha256"][f"{G.NAME}.safetensors"]
     rows = kept_rows(RESULTS, SETTINGS, sha)
+    dev_rows = json.loads(RESULTS.read_text()).get("dev_rows", []) if rows else []
     done = {(r["condition"], r["size"], r["seed"]) for r in rows}
 
     _, tokenizer, _ = G.load_pretrained()
     pad = FinetuneTokens.from_tokenizer(tokenizer).pad
+
+    def save():
+        rates = {}
+        for n in (100, 1000, 25000):
+            try:
+                rates[str(n)] = chosen_rate(dev_rows, n)
+            except RuntimeError:
+                pass
+        write_result(RESULTS, dict(
+            what="GPT-1 fine-tuning on IMDb: pretrained with and without the auxiliary LM loss, and from scratch at its "
+                 "own dev-chosen rate and at the recipe's",
+            command="LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/bench_gpt_finetune.py",
+            settings=SETTINGS, checkpoint_sha256=sha, machine=machine(), load=load(),
+            dev_rows=dev_rows, scratch_rates=rates, rows=rows, summary=summarise(rows, ("condition", "n_labels"))))
+
+    train = load_imdb("train")
+    copied_dev, copied_tests = committed_scratch("gpt", SETTINGS["n_test"], SETTINGS["test_seed"])
+    if args.dev:
+        swept = {(r["n_labels"], r["lr"], r["seed"]) for r in dev_rows}
+        dev_rows.extend(r for r in copied_dev if (r["n_labels"], r["lr"], r["seed"]) not in swept)
+        save()
+        dev_texts, dev_labels = dev_split(list(train.texts), list(train.labels))
+        dev_inputs = G.review_inputs(tokenizer, dev_texts, G.FINETUNE_RECIPE["max_len"])
+        sweep = DEV["swept_here"]
+        for size in [sweep["n_labels"]]:
+            for seed in sweep["seeds"]:
+                texts, labels = sample_balanced(train.texts, train.labels, size, seed=seed)
+                assert not set(texts) & set(dev_texts), "the dev reviews must not be trained on"
+                inputs = G.review_inputs(tokenizer, texts, G.FINETUNE_RECIPE["max_len"])
+                for lr in sweep["rates"]:
+                    if (size, lr, seed) in swept:
+                        continue
+                    seed_everything(seed)
+                    model, _ = G.pretrained_classifier(pretrained=False)
+                    start = time.perf_counter()
+                    trainer = G.finetune_classifier(model, inputs, labels, 0.0, pad, seed=seed, lr=lr)
+                    seconds = time.perf_counter() - start
+                    accuracy = G.classifier_accuracy(model, dev_inputs, dev_labels, pad)
+                    dev_rows.append(dict(condition="scratch", n_labels=size, lr=lr, seed=seed, dev_accuracy=accuracy,
+                                         n_dev=len(dev_labels), steps=trainer.step, train_seconds=round(seconds, 1)))
+                    print(f"dev scratch {size:5d} lr {lr:.0e} seed {seed}: dev accuracy {accuracy:.3f} ({seconds:.0f} s)",
+                          flush=True)
+                    save()
+        return
     test_texts, test_labels = imdb_test_subset(SETTINGS["n_test"], SETTINGS["test_seed"])
     test_inputs = G.review_inputs(tokenizer, test_texts, G.FINETUNE_RECIPE["max_len"])
-    train = load_imdb("train")
     all_inputs = None
     for size in args.sizes:
         for seed in args.seeds:
@@ -74,21 +127,26 @@ def main() -> None:
                 if (condition, size, seed) in done:
                     continue
                 spec = CONDITIONS[condition]
+                lr = chosen_rate(dev_rows, len(labels)) if spec.get("lr") == "dev" else G.FINETUNE_RECIPE["lr"]
+                same = [r for r in copied_tests if (r["lr"], r["n_labels"], r["seed"]) == (lr, len(labels), seed)]
+                if condition == "scratch" and same and not args.train_again:
+                    rows.append(dict(condition=condition, size=size, **{k: same[0][k] for k in (
+                        "n_labels", "seed", "lr", "accuracy", "steps", "train_seconds", "from")}))
+                    print(f"{condition:8s} {size:>5s} seed {seed}: accuracy {rows[-1]['accuracy']:.3f} (lr {lr:.0e}, "
+                          f"from {same[0]['from']})", flush=True)
+                    save()
+                    continue
                 seed_everything(seed)
                 model, _ = G.pretrained_classifier(pretrained=spec["pretrained"])
                 start = time.perf_counter()
-                trainer = G.finetune_classifier(model, inputs, labels, spec["lam"], pad, seed=seed)
+                trainer = G.finetune_classifier(model, inputs, labels, spec["lam"], pad, seed=seed, lr=lr)
                 seconds = time.perf_counter() - start
                 accuracy = G.classifier_accuracy(model, test_inputs, test_labels, pad)
-                rows.append(dict(condition=condition, size=size, n_labels=len(labels), seed=seed, accuracy=accuracy,
-                                 steps=trainer.step, train_seconds=round(seconds, 1)))
-                print(f"{condition:8s} {size:>5s} seed {seed}: accuracy {accuracy:.3f} ({trainer.step} steps, "
-                      f"{seconds:.0f} s)", flush=True)
-                write_result(RESULTS, dict(
-                    what="GPT-1 fine-tuning on IMDb: pretrained with and without the auxiliary LM loss, and from scratch",
-                    command="LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/bench_gpt_finetune.py",
-                    settings=SETTINGS, checkpoint_sha256=sha, machine=machine(), load=load(),
-                    rows=rows, summary=summarise(rows, ("condition", "n_labels"))))
+                rows.append(dict(condition=condition, size=size, n_labels=len(labels), seed=seed, lr=lr,
+                                 accuracy=accuracy, steps=trainer.step, train_seconds=round(seconds, 1)))
+                print(f"{condition:8s} {size:>5s} seed {seed}: accuracy {accuracy:.3f} (lr {lr:.0e}, {trainer.step} "
+                      f"steps, {seconds:.0f} s)", flush=True)
+                save()
 
 
 if __name__ == "__main__":

@@ -1,0 +1,81 @@
+"""A learning rate for each from-scratch condition, chosen on a dev split of the training labels (never the test set).
+
+Shared by bench_gpt_finetune.py and run_bert_finetune.py. A randomly initialised model wants another rate than the
+fine-tuning recipe's (which was set for the pretrained model), and with 100 labels (80 steps) another rate than
+with 1,000, so each label count gets its own: each rate is trained on the seed's labelled sample and scored on 1,000 other
+training examples; the rate with the best mean dev accuracy wins. The dev split is run_bert_finetune_rates.py's
+(same seed, same exclusions), so on IMDb it is the split of bert_finetune_rates.json and of gpu_transfer.py, whose
+scratch sweeps at 1,000 labels (same architecture, tokenizer, recipe and code) are reused rather than run again;
+the sweep at 100 labels is run here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from lmlib.recipes.ulmfit import sample_balanced
+
+RATES = (5e-4, 1e-3, 2e-3)
+RESULTS = Path(__file__).resolve().parent / "results"
+DEV = dict(reviews=1000, seed=99, excludes="the labelled samples of seeds 0-2 at 1,000 labels (those at 100 are inside "
+           "them)", swept_here={"n_labels": 100, "rates": list(RATES), "seeds": [0, 1, 2]},
+           copied={"n_labels": 1000, "from": "the committed sweeps on the same split with the same recipe and code: "
+                   "gpu_transfer_<model>.json's scratch dev rows (seed 0) and, for BERT, bert_finetune_rates.json's "
+                   "(seeds 0-2)"},
+           choice="per task and label count, the rate with the best mean dev accuracy over the seeds it was run with; "
+                  "the 25,000-label run (every training review, the dev split included) takes the rate chosen at 1,000")
+
+
+def dev_split(texts: Sequence[str], labels: Sequence[int]) -> tuple[list[str], list[int]]:
+    """``DEV["reviews"]`` balanced training examples that none of the 1,000-label samples of seeds 0-2 contains."""
+    used = set()
+    for seed in (0, 1, 2):
+        used.update(sample_balanced(texts, labels, 1000, seed=seed)[0])
+    rest = [(t, y) for t, y in zip(texts, labels) if t not in used]
+    return sample_balanced([t for t, _ in rest], [y for _, y in rest], DEV["reviews"], seed=DEV["seed"])
+
+
+def chosen_rate(dev_rows: Sequence[dict], n_labels: int, **match) -> float:
+    """The rate with the best mean ``dev_accuracy`` (over the seeds it was run with) among ``dev_rows`` at
+    ``n_labels`` whose other fields equal ``match``; 25,000 labels take the rate chosen at 1,000."""
+    n = 1000 if n_labels > 1000 else n_labels
+    rows = [r for r in dev_rows if r["n_labels"] == n and all(r.get(k) == v for k, v in match.items())]
+    by_rate: dict[float, dict[int, float]] = {}
+    for r in rows:
+        by_rate.setdefault(r["lr"], {})[r["seed"]] = r["dev_accuracy"]
+    swept = DEV["swept_here"]
+    if n == swept["n_labels"] and any(set(by_rate.get(rate, {})) != set(swept["seeds"]) for rate in swept["rates"]):
+        raise RuntimeError(f"the dev sweep at {n} labels for {match or 'scratch'} is not complete; run with --dev first")
+    if len(by_rate) < 2:
+        raise RuntimeError(f"no dev rows at {n} labels for {match or 'scratch'} that compare two rates")
+    return max(by_rate, key=lambda rate: sum(by_rate[rate].values()) / len(by_rate[rate]))
+
+
+def same_scratch_model(model: str) -> None:
+    """Refuse to reuse gpu_transfer_<model>.json's scratch rows unless its random-init model is the shipped one's: the
+    same config and tokenizer file (the pretrained weights, the only difference, are not read by a scratch run)."""
+    import hashlib
+
+    shipped = Path(__file__).resolve().parents[2] / "lmlib" / "pretrained" / f"{model}_imdb"
+    staged = RESULTS / "gpu_pretraining" / f"{model}_imdb"
+    config = [json.loads((d / "pretrain.json").read_text())["config"] for d in (shipped, staged)]
+    tokenizers = [hashlib.sha256((d / "tokenizer.json").read_bytes()).hexdigest() for d in (shipped, staged)]
+    if config[0] != config[1] or tokenizers[0] != tokenizers[1]:
+        raise RuntimeError(f"gpu_transfer_{model}.json's scratch model differs from the shipped {model}'s; run it here")
+
+
+def committed_scratch(model: str, n_test: int, test_seed: int) -> tuple[list[dict], list[dict]]:
+    """gpu_transfer_<model>.json's scratch dev rows at 1,000 labels and its scratch test rows, each marked with
+    ``"from"``: the same split, samples, test reviews, recipe and code as this course's scripts, so training them
+    again gives the same numbers (one thread on the CPU; checked by rerunning one row)."""
+    same_scratch_model(model)
+    name = f"gpu_transfer_{model}.json"
+    data = json.loads((RESULTS / name).read_text())
+    if (data["settings"]["test_reviews"], data["settings"]["test_seed"]) != (n_test, test_seed) or data["device"] != ["cpu"]:
+        raise RuntimeError(f"{name} was measured on other test reviews or another device")
+    dev = [{**r, "n_dev": 1000, "from": name}  # gpu_transfer.py's dev split is dev_split's 1,000 reviews
+           for r in data["dev_rows"] if r["condition"] == "scratch" and r["n_labels"] == 1000]
+    tests = [{**r, "from": name} for r in data["rows"] if r["condition"] == "scratch"]
+    return dev, tests

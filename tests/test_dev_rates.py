@@ -1,0 +1,77 @@
+"""The learning rate of the fine-tuning benchmarks' random initialisations (tests/benchmarks/dev_rates.py): chosen on
+a dev split of training examples that no labelled sample contains, by dev accuracy alone; and the committed results
+(gpt_finetune.json, bert_finetune.json) trained every random-init row at the rate its sweep chose."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "benchmarks"))
+
+import dev_rates as DR  # noqa: E402
+
+from lmlib.course import results  # noqa: E402
+from lmlib.recipes.ulmfit import sample_balanced  # noqa: E402
+
+
+def dev(n, table):
+    """Dev rows at ``n`` labels from ``{rate: [accuracy of seed 0, 1, ...]}``."""
+    return [dict(n_labels=n, lr=lr, seed=s, dev_accuracy=a) for lr, accs in table.items() for s, a in enumerate(accs)]
+
+
+def test_the_rate_with_the_best_mean_dev_accuracy_is_chosen():
+    # 2e-3 wins seed 0, 1e-3 wins the mean over seeds 0-2 (0.60 against 0.567)
+    rows = dev(100, {5e-4: [0.50, 0.50, 0.50], 1e-3: [0.55, 0.60, 0.65], 2e-3: [0.70, 0.50, 0.50]})
+    assert DR.chosen_rate(rows, 100) == 1e-3
+    # each rate's mean over the seeds it has (the copied sweeps at 1,000 labels ran some rates with seed 0 only)
+    rows_1000 = dev(1000, {2e-4: [0.70], 5e-4: [0.60, 0.80, 0.90]})
+    assert DR.chosen_rate(rows_1000, 1000) == 5e-4
+    assert DR.chosen_rate(rows_1000, 25_000) == 5e-4   # all labels: the rate chosen with 1,000
+    sst2 = [{**r, "task": "sst2", "dev_accuracy": 1 - r["dev_accuracy"]} for r in rows_1000]
+    assert DR.chosen_rate(rows_1000 + sst2, 1000, task="sst2") == 2e-4
+    with pytest.raises(RuntimeError, match="not complete"):
+        DR.chosen_rate(dev(100, {5e-4: [0.5], 1e-3: [0.6]}), 100)   # 2e-3 of the grid is missing
+    with pytest.raises(RuntimeError, match="compare two rates"):
+        DR.chosen_rate(dev(1000, {5e-4: [0.5]}), 1000)               # one rate: nothing was compared
+
+
+def test_the_dev_split_shares_nothing_with_any_labelled_sample():
+    texts = [f"review {i}" for i in range(8000)]
+    labels = [i % 2 for i in range(8000)]
+    dev_texts, dev_labels = DR.dev_split(texts, labels)
+    assert len(dev_texts) == 1000 and sum(dev_labels) == 500
+    for seed in (0, 1, 2):
+        for n in (100, 1000):
+            assert not set(sample_balanced(texts, labels, n, seed=seed)[0]) & set(dev_texts), (n, seed)
+
+
+@pytest.mark.parametrize("name", ["gpt_finetune"])
+def test_every_committed_random_init_row_is_trained_at_its_chosen_rate(name):
+    data = results.load(name)
+    recipe_rate = data["settings"]["recipe"]["lr"]
+    assert all(r["n_dev"] == 1000 for r in data["dev_rows"])
+    scratch = [r for r in data["rows"] if r["condition"] == "scratch"]
+    assert {r["n_labels"] for r in scratch} >= {100, 1000}
+    for r in scratch:
+        match = {"task": r["task"]} if "task" in r else {}
+        chosen = DR.chosen_rate(data["dev_rows"], r["n_labels"], **match)
+        assert r["lr"] == chosen, r
+        key = f"{r['task']}:{r['n_labels']}" if match else str(r["n_labels"])
+        assert data["scratch_rates"][key] == chosen
+    assert all(r["lr"] == recipe_rate for r in data["rows"] if r["condition"] != "scratch")
+
+
+@pytest.mark.parametrize("name", ["gpt_finetune"])
+def test_copied_rows_are_the_rows_of_the_file_they_name(name):
+    data = results.load(name)
+    for r in [*data["dev_rows"], *data["rows"]]:
+        if "from" not in r:
+            continue
+        source = results.load(r["from"].removesuffix(".json"))
+        key = ("lr", "n_labels", "seed")
+        same = [s for s in [*source.get("dev_rows", []), *source["rows"]]
+                if s["condition"] == "scratch" and all(s.get(k, 1000) == r[k] for k in key)
+                and ("dev_accuracy" in s) == ("dev_accuracy" in r)]
+        value = "dev_accuracy" if "dev_accuracy" in r else "accuracy"
+        assert same and same[0][value] == r[value], r
