@@ -50,6 +50,13 @@ def test_elmo_dev_split_avoids_every_labelled_sample_and_is_balanced():
             assert not set(dev.tolist()) & set(sample.tolist()), (n, seed)
 
 
+def test_the_rates_are_tried_on_seed_0s_sample_or_on_every_review_but_the_dev_ones():
+    labels = torch.tensor([0, 1] * 5)
+    dev = torch.tensor([2, 7])
+    assert E.tuning_indices(labels, "all", dev).tolist() == [0, 1, 3, 4, 5, 6, 8, 9]
+    assert E.tuning_indices(labels, 4, dev).tolist() == E.balanced_subset(labels, 4, torch.Generator().manual_seed(0)).tolist()
+
+
 def test_balanced_subset_by_hand():
     # two of each class drawn by randperm of each class's indices with one generator, class 0 first
     labels = torch.tensor([0, 1, 0, 1, 0, 1, 0, 1])

@@ -63,7 +63,7 @@ class Benchmark:
     ``elmo_transfer`` those of bench_ulmfit_imdb.py and bench_elmo_transfer.py."""
 
     def __init__(self, name: str):
-        self.name, self.views = name, {}
+        self.name, self.views, self.extra = name, {}, {}
         self.train = load_imdb("train")
         if name == "gpt":
             self.results, self.settings = RESULTS, SETTINGS
@@ -86,8 +86,10 @@ class Benchmark:
                                      f"the first and last {UL['max_len'] // 2} tokens of review_tokens(review) in the "
                                      "ULMFiT vocabulary (other words <unk>), joined by spaces: what the classifier reads")},
                                  config=dataclasses.asdict(BowConfig()), threads=1)
-            self.sha = hash_words(vocab.itos)  # the committed ulmfit_imdb.json parts record it as vocab_words_sha
-            self.checkpoint_file = "lmlib/pretrained/ulmfit_imdb/ (the vocabulary's words, sha256 of '\\n'.join)"
+            # the vocabulary ships with the stage (b) checkpoint; ulmfit_imdb.json's parts record its words' sha256 too
+            self.sha = json.loads((U.IMDB_DIR / "pretrain.json").read_text())["sha256"]["ulmfit_imdb.safetensors"]
+            self.extra = {"vocab_words_sha": hash_words(vocab.itos)}
+            self.checkpoint_file = "lmlib/pretrained/ulmfit_imdb/ulmfit_imdb.safetensors (its vocabulary)"
             self.view = lambda t: words_view(U.review_tokens(t), UL["max_len"], "head_and_tail", vocab)
             test = load_imdb("test")
             self.test = U.sample_balanced(test.texts, test.labels, UL["test_reviews"], UL["test_seed"])
@@ -190,7 +192,7 @@ def main() -> None:
                     command="LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/bench_bow_baseline.py "
                             f"--benchmark {args.benchmark}",
                     settings=bench.settings, checkpoint_sha256=bench.sha, checkpoint_file=bench.checkpoint_file,
-                    test_reviews_cut=test_cut, machine=machine("sklearn", "numpy"), load=load(),
+                    **bench.extra, test_reviews_cut=test_cut, machine=machine("sklearn", "numpy"), load=load(),
                     rows=rows, summary=summarise(rows, ("truncation", "n_labels"))))
 
 

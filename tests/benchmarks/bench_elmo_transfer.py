@@ -24,10 +24,11 @@ standard errors over 3 seeds.
 writes tests/benchmarks/results/elmo_transfer.json (it reuses the cached features of bench_elmo_probes.py).
 
 **Scratch at its own rate.** ``--scratch-sweep 0.001 0.003 0.01 0.03`` re-runs only the from-scratch rows (they
-need no biLM features): the bag of embeddings is trained on seed 0's 1,000-label sample at each rate and scored on
-a dev split of 1,000 *other* training reviews (:func:`dev_indices`, in no labelled sample of seeds 0-2), never on the
-test reviews; every size and seed is then trained at the rate with the best dev accuracy (ties: the smaller), and
-those rows replace the committed ones (each records its ``lr``; the sweep is kept under ``scratch_sweep``).
+need no biLM features): for each label count, the bag of embeddings is trained on seed 0's sample (with all labels:
+every training review but the dev ones) at each rate and scored on a dev split of 1,000 *other* training reviews
+(:func:`dev_indices`, in no labelled sample of seeds 0-2 at 100 and 1,000 labels), never on the test reviews; that
+count's seeds are then trained at the rate with the best dev accuracy (ties: the smaller), and those rows replace the
+committed ones (each records its ``lr``; the sweep is kept under ``scratch_sweep``).
 
     LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/bench_elmo_transfer.py --scratch-sweep 0.001 0.003 0.01 0.03
 """
@@ -87,6 +88,16 @@ def dev_indices(labels: torch.Tensor) -> torch.Tensor:
     return rest[balanced_subset(labels[rest], DEV["reviews"], torch.Generator().manual_seed(DEV["seed"]))]
 
 
+def tuning_indices(labels: torch.Tensor, size, dev: torch.Tensor) -> torch.Tensor:
+    """The reviews a rate is tried on for ``size`` labels: seed 0's sample (``balanced_subset``), or with ``"all"``
+    every training review but the ``dev`` ones, so that the dev reviews are never trained on."""
+    if size != "all":
+        return balanced_subset(labels, size, torch.Generator().manual_seed(0))
+    outside = torch.ones(len(labels), dtype=torch.bool)
+    outside[dev] = False
+    return torch.nonzero(outside).flatten()
+
+
 def train_scratch(ids, y, vocab, seed: int, lr: float):
     S = SETTINGS
     torch.manual_seed(seed)
@@ -132,16 +143,17 @@ def scratch_sweep(rates: list[float]) -> None:
     ids_test = padded_ids(vocab, tokens([test.texts[i] for i in keep]), MAX_TOKENS)
     y_train, y_test = torch.tensor(list(train.labels)), torch.tensor([test.labels[i] for i in keep])
     dev = dev_indices(y_train)
-    sweep_idx = balanced_subset(y_train, 1000, torch.Generator().manual_seed(0))
-    sweep = []
-    for lr in rates:
-        model = train_scratch(ids_train[sweep_idx], y_train[sweep_idx], vocab, 0, lr)
-        sweep.append({"lr": lr, "dev_accuracy": R.probe_accuracy(model, ids_train[dev], y_train[dev])})
-        print(json.dumps(sweep[-1]), flush=True)
-    chosen = min(sweep, key=lambda r: (-r["dev_accuracy"], r["lr"]))["lr"]
-    rows = []
+    sweep, rows = [], []
     for size in SETTINGS["sizes"]:
         n = len(y_train) if size == "all" else size
+        tune = tuning_indices(y_train, size, dev)
+        scores = []
+        for lr in rates:
+            model = train_scratch(ids_train[tune], y_train[tune], vocab, 0, lr)
+            scores.append({"n_labels": n, "lr": lr, "dev_accuracy": R.probe_accuracy(model, ids_train[dev], y_train[dev])})
+            print(json.dumps(scores[-1]), flush=True)
+        sweep += scores
+        chosen = min(scores, key=lambda r: (-r["dev_accuracy"], r["lr"]))["lr"]
         accs = []
         for seed in SETTINGS["seeds"]:
             idx = torch.arange(n) if size == "all" else balanced_subset(y_train, n, torch.Generator().manual_seed(seed))
@@ -151,7 +163,8 @@ def scratch_sweep(rates: list[float]) -> None:
         print(f"{SCRATCH:34s} {n:6d} labels at lr {chosen:g}: {rows[-1]['mean']:.3f} ± {rows[-1]['se']:.3f}", flush=True)
     new = {r["n_labels"]: r for r in rows}
     result["results"] = [new.get(r["n_labels"], r) if r["method"] == SCRATCH else r for r in result["results"]]
-    result["scratch_sweep"] = {"dev": DEV, "size": 1000, "seed": 0, "rates": rates, "rows": sweep, "chosen": chosen,
+    result["scratch_sweep"] = {"dev": DEV, "seed": 0, "rates": rates, "rows": sweep,
+                               "chosen": {r["n_labels"]: r["lr"] for r in rows},
                                "seconds": round(time.perf_counter() - start, 1), "machine": machine(), "load": load()}
     path.write_text(json.dumps(result, indent=1) + "\n")
 
