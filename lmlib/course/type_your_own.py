@@ -61,7 +61,7 @@ def text_view(render: Callable[[str], object], value: str, placeholder: str, des
     submit. ``render`` returns something to display (HTML, a figure, a widget) or raises ``ValueError`` with a
     message for the student; other errors show as tracebacks (the browser test fails on them)."""
     import ipywidgets as widgets
-    from IPython.display import HTML, clear_output, display
+    from IPython.display import HTML
 
     box = widgets.Text(value=value, placeholder=placeholder, description=description, continuous_update=False,
                        style={"description_width": "initial"}, layout=widgets.Layout(width=width))
@@ -69,17 +69,35 @@ def text_view(render: Callable[[str], object], value: str, placeholder: str, des
     out = widgets.Output()
 
     def update(_=None):
-        with out:
-            clear_output(wait=True)
-            try:
-                shown = render(box.value)
-            except ValueError as err:
-                shown = HTML(f"<p style='color:#b5400a'>{MESSAGE} {html.escape(str(err))}</p>")
-            display(shown)
+        try:
+            shown = render(box.value)
+        except ValueError as err:
+            shown = HTML(f"<p style='color:#b5400a'>{MESSAGE} {html.escape(str(err))}</p>")
+        show(out, shown)
 
-    box.observe(update, names="value")
-    update()
+    def typed(_change):
+        with out:  # an error while redrawing shows as a traceback in the box
+            update()
+
+    box.observe(typed, names="value")
+    update()  # an error in the first drawing is an error of the cell
     return widgets.VBox([box, out])
+
+
+def show(output, *objects) -> None:
+    """Make the ipywidgets ``Output`` show ``objects`` (anything ``display`` takes), replacing what it showed.
+
+    The outputs are set as the widget's state from the kernel, not captured with ``with output:
+    clear_output(wait=True); display(...)``: run by Voilà, a capture during the cell is mirrored by nbclient's
+    server-side Output widget, which sends the new state on the kernel's shell socket without awaiting the send,
+    and the cell's execute_reply can then go unseen: Voilà waits for it with no timeout and the page stalls at
+    "Executing N of M" (voila-dashboards/voila#1428; measured: the reply read only when a 40 s cell timeout woke
+    the poll)."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    formatted = (InteractiveShell.instance().display_formatter.format(o) for o in objects)
+    output.outputs = tuple({"output_type": "display_data", "data": data, "metadata": metadata}
+                           for data, metadata in formatted)
 
 
 def _table(rows: Sequence[Sequence[str]], header: Sequence[str] | None = None) -> str:
@@ -160,7 +178,7 @@ def attention_pair_box(gpt=None, bpe=None, bert=None, wordpiece=None,
                        placeholder: str = "She said the film was bad, and she was right."):
     """Type a sentence: GPT's attention (causal: lines only go back) beside BERT's (both directions)."""
     import ipywidgets as widgets
-    from IPython.display import HTML, display
+    from IPython.display import HTML
 
     from lmlib.course.attention_views import head_view
 
@@ -171,10 +189,8 @@ def attention_pair_box(gpt=None, bpe=None, bert=None, wordpiece=None,
             where = "left only (causal mask)" if name == "GPT" else "both directions"
             future = sum(float(m[0].triu(1).sum()) for m in layers)
             column = widgets.Output()
-            with column:
-                display(HTML(f"<b>{name}</b>: {len(tokens)} tokens, {where}; attention on later tokens, summed "
-                             f"over layers and heads: {future:.1f}"))
-                display(head_view(layers, tokens))
+            show(column, HTML(f"<b>{name}</b>: {len(tokens)} tokens, {where}; attention on later tokens, summed "
+                              f"over layers and heads: {future:.1f}"), head_view(layers, tokens))  # see show
             columns.append(column)
         return widgets.HBox(columns)
 
