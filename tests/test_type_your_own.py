@@ -104,3 +104,35 @@ def test_changing_one_word_moves_later_positions_left_to_right_and_both_sides_in
         assert (any(moved[:pos]), any(moved[pos + 1:])) == expected[name], name
         if expected[name] == (True, True):
             assert all(moved), name
+
+
+LIBRARY_MARK = "d3js.org v5.16.0"   # the first line of the vendored d3 (lmlib/course/vendor/d3.min.js)
+
+
+def test_the_attention_box_stores_light_views(gpt, bert, monkeypatch):
+    """Every drawing of the GPT/BERT attention box is kept in the notebook's widget state: its two views must not
+    carry d3 and jQuery (~335 KB each time); the box shows the one copy in the cell's output instead."""
+    import IPython.display
+
+    views = Y.attention_pair_views("The plot was thin, but the actors saved it.", *gpt, *bert)
+    stored = "".join(caption.data + view.data for caption, view in views)
+    assert stored.count('<div id="bertviz-') == 2 and LIBRARY_MARK not in stored
+    assert len(stored) < 150_000, f"one drawing of the box stores {len(stored):,} characters"
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda *objs, **kw: shown.extend(objs))
+    Y.attention_pair_box(*gpt, *bert)
+    assert sum(LIBRARY_MARK in getattr(o, "data", "") for o in shown) == 1  # the libraries, once, outside the box
+
+
+def test_no_notebook_stores_the_view_libraries_in_its_widget_state():
+    """What notebook 10's box used to store (830 KB: two views with d3 and jQuery inlined in two Output widgets)."""
+    import json
+    from pathlib import Path
+
+    for path in sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb")):
+        widgets = json.loads(path.read_text())["metadata"].get("widgets", {})
+        state = widgets.get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+        for model_id, model in state.items():
+            size = len(json.dumps(model))
+            assert LIBRARY_MARK not in json.dumps(model), f"{path.name}: widget {model_id} stores d3"
+            assert size < 150_000, f"{path.name}: widget {model_id} ({model['model_name']}) stores {size:,} characters"

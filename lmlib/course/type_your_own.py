@@ -173,27 +173,46 @@ def attention_maps(text: str, gpt=None, bpe=None, bert=None, wordpiece=None):
             "BERT": (bert_maps, [wordpiece.vocab[i] for i in ids_b])}
 
 
-def attention_pair_box(gpt=None, bpe=None, bert=None, wordpiece=None,
-                       value: str = "The plot was thin, but the actors saved it.",
-                       placeholder: str = "She said the film was bad, and she was right."):
-    """Type a sentence: GPT's attention (causal: lines only go back) beside BERT's (both directions)."""
-    import ipywidgets as widgets
+def attention_pair_views(text: str, gpt=None, bpe=None, bert=None, wordpiece=None):
+    """``[(caption, view)]`` for GPT and BERT on ``text``: a line of HTML saying how far each model reads, and its
+    bertviz head view made with ``libraries="shared"`` (it draws with
+    :func:`~lmlib.course.attention_views.library_script`'s copy of d3 and jQuery, shown once on the page)."""
     from IPython.display import HTML
 
     from lmlib.course.attention_views import head_view
 
+    shown = []
+    for name, (layers, tokens) in attention_maps(text, gpt, bpe, bert, wordpiece).items():
+        where = "left only (causal mask)" if name == "GPT" else "both directions"
+        future = sum(float(m[0].triu(1).sum()) for m in layers)
+        shown.append((HTML(f"<b>{name}</b>: {len(tokens)} tokens, {where}; attention on later tokens, summed over "
+                           f"layers and heads: {future:.1f}"), head_view(layers, tokens, libraries="shared")))
+    return shown
+
+
+def attention_pair_box(gpt=None, bpe=None, bert=None, wordpiece=None,
+                       value: str = "The plot was thin, but the actors saved it.",
+                       placeholder: str = "She said the film was bad, and she was right."):
+    """Type a sentence: GPT's attention (causal: lines only go back) beside BERT's (both directions).
+
+    Every drawing of the two views is kept in the notebook's widget state, so they are light views
+    (``libraries="shared"``) drawing with the one copy of d3 and jQuery that this call displays in the cell's
+    output (:func:`~lmlib.course.attention_views.library_script`): each drawing stores about a seventh of
+    what two self-contained views did (tests/test_type_your_own.py bounds it)."""
+    import ipywidgets as widgets
+    from IPython.display import display
+
+    from lmlib.course.attention_views import library_script
+
     def render(text):
-        maps = attention_maps(text, gpt, bpe, bert, wordpiece)
         columns = []
-        for name, (layers, tokens) in maps.items():
-            where = "left only (causal mask)" if name == "GPT" else "both directions"
-            future = sum(float(m[0].triu(1).sum()) for m in layers)
+        for caption, view in attention_pair_views(text, gpt, bpe, bert, wordpiece):
             column = widgets.Output()
-            show(column, HTML(f"<b>{name}</b>: {len(tokens)} tokens, {where}; attention on later tokens, summed "
-                              f"over layers and heads: {future:.1f}"), head_view(layers, tokens))  # see show
+            show(column, caption, view)  # not `with column: display(...)`, which can stall Voilà (see show)
             columns.append(column)
         return widgets.HBox(columns)
 
+    display(library_script())
     return text_view(render, value, placeholder, "your sentence:")
 
 
