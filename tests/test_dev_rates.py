@@ -46,7 +46,7 @@ def test_the_dev_split_shares_nothing_with_any_labelled_sample():
             assert not set(sample_balanced(texts, labels, n, seed=seed)[0]) & set(dev_texts), (n, seed)
 
 
-@pytest.mark.parametrize("name", ["gpt_finetune"])
+@pytest.mark.parametrize("name", ["gpt_finetune", "bert_finetune"])
 def test_every_committed_random_init_row_is_trained_at_its_chosen_rate(name):
     data = results.load(name)
     recipe_rate = data["settings"]["recipe"]["lr"]
@@ -62,11 +62,16 @@ def test_every_committed_random_init_row_is_trained_at_its_chosen_rate(name):
     assert all(r["lr"] == recipe_rate for r in data["rows"] if r["condition"] != "scratch")
 
 
-@pytest.mark.parametrize("name", ["gpt_finetune"])
+@pytest.mark.parametrize("name", ["gpt_finetune", "bert_finetune"])
 def test_copied_rows_are_the_rows_of_the_file_they_name(name):
     data = results.load(name)
     for r in [*data["dev_rows"], *data["rows"]]:
         if "from" not in r:
+            continue
+        if r["from"] == "scratch_at_recipe_rate":  # the chosen rate is the recipe's: the same run of the same file
+            twin = [s for s in data["rows"] if s["condition"] == "scratch_at_recipe_rate"
+                    and all(s[k] == r[k] for k in ("task", "n_labels", "seed", "lr", "accuracy"))]
+            assert len(twin) == 1, r
             continue
         source = results.load(r["from"].removesuffix(".json"))
         key = ("lr", "n_labels", "seed")

@@ -6,7 +6,10 @@ Devlin et al. (2019, §4.1) fine-tune all weights of BERT with a classification 
 the checkpoint shipped in lmlib/pretrained/bert_imdb/:
 
 * ``bert``: the pretrained BERT (pooler kept, MLM and NSP heads dropped) + dropout + a linear layer;
-* ``scratch``: the same architecture and WordPiece vocabulary from a random initialisation.
+* ``scratch``: the same architecture and WordPiece vocabulary from a random initialisation, at its own rate: each
+  task and label count's rate chosen on a dev split of other training examples (``--dev``, dev_rates.py; the test
+  set is never read);
+* ``scratch_at_recipe_rate``: the same at the recipe's rate (5e-4), kept to show what an untuned baseline costs.
 
 Tasks: IMDb sentiment with 100 or 1,000 labelled training reviews (a balanced seeded sample per seed) or all
 25,000 (one seed), tested on the same seeded 1,000 of IMDb's 25,000 test reviews (standard error of one accuracy
@@ -19,15 +22,23 @@ checkpoint are kept, so runs can be split across invocations.
 
     LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/run_bert_finetune.py --tasks imdb:100 sst2:1000 imdb:1000 --seeds 0 1 2
     LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/run_bert_finetune.py --tasks imdb:all --seeds 0
+    LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/run_bert_finetune.py --dev  # scratch's dev sweep
+
+The dev rows at 1,000 IMDb labels are bert_finetune_rates.json's and gpu_transfer_bert.json's scratch rows (the
+same split, samples, recipe and code), and IMDb scratch rows at a rate gpu_transfer_bert.json tested are its rows,
+copied with ``"from"`` naming the file rather than trained twice (``--train-again`` trains them); where the chosen
+rate is the recipe's, the scratch row is the scratch_at_recipe_rate run of the same seed (``"from"`` names it).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from pathlib import Path
 
 import torch
+from dev_rates import DEV, chosen_rate, committed_scratch, dev_split
 from machine import load, machine
 from over_seeds import imdb_test_subset, summarise
 from result_file import kept_rows, write_result
@@ -38,9 +49,13 @@ from lmlib.recipes.ulmfit import sample_balanced
 from lmlib.runtime import seed_everything
 
 RESULTS = Path(__file__).resolve().parent / "results" / "bert_finetune.json"
-CONDITIONS = {"bert": dict(pretrained=True), "scratch": dict(pretrained=False)}
+RATES_FILE = RESULTS.with_name("bert_finetune_rates.json")
+CONDITIONS = {"bert": dict(pretrained=True), "scratch": dict(pretrained=False, lr="dev"),
+              "scratch_at_recipe_rate": dict(pretrained=False)}
+DEV_TASKS = ("imdb:100", "sst2:1000")  # swept here; imdb:1000 is copied
 SETTINGS = dict(imdb_test=1000, test_seed=0, sst2_min_words=8, recipe=B.FINETUNE_RECIPE, conditions=CONDITIONS,
-                truncation="[CLS] text [SEP], text cut to its first and last pieces (head_and_tail) to fit max_len", threads=1)
+                truncation="[CLS] text [SEP], text cut to its first and last pieces (head_and_tail) to fit max_len", threads=1,
+                dev={**DEV, "tasks": list(DEV_TASKS)})
 
 
 def task_data(task: str):
@@ -59,17 +74,80 @@ def main() -> None:
                         help="task:labels pairs; labels 'all' takes every training example (e.g. imdb:all)")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--conditions", nargs="+", default=list(CONDITIONS), choices=list(CONDITIONS))
+    parser.add_argument("--dev", action="store_true", help="only scratch's dev sweep (DEV_TASKS, every rate and seed)")
+    parser.add_argument("--train-again", action="store_true",
+                        help="train scratch rows that gpu_transfer_bert.json holds instead of copying them")
     args = parser.parse_args()
     torch.set_num_threads(SETTINGS["threads"])
 
     sha = B.pretrain_report()["sha256"][f"{B.NAME}.safetensors"]
     rows = kept_rows(RESULTS, SETTINGS, sha)
+    dev_rows = json.loads(RESULTS.read_text()).get("dev_rows", []) if rows else []
     done = {(r["task"], r["condition"], r["n_labels"], r["seed"]) for r in rows}
 
     _, tokenizer = B.load_pretrained()
     pad = tokenizer.token_to_id("[PAD]")
     max_len = B.FINETUNE_RECIPE["max_len"]
     data, test_inputs = {}, {}
+
+    def save():
+        rates = {}
+        for spec in ("imdb:100", "imdb:1000", "imdb:25000", "sst2:1000"):
+            task, n = spec.split(":")
+            try:
+                rates[spec] = chosen_rate(dev_rows, int(n), task=task)
+            except RuntimeError:
+                pass
+        write_result(RESULTS, dict(
+            what="BERT [CLS] fine-tuning on IMDb and SST-2: the shipped IMDb BERT vs the same architecture from random "
+                 "weights at its own dev-chosen rate and at the recipe's",
+            command="LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/run_bert_finetune.py",
+            settings=SETTINGS, checkpoint_sha256=sha, machine=machine(), load=load(), dev_rows=dev_rows,
+            scratch_rates=rates, rows=rows, summary=summarise(rows, ("task", "condition", "n_labels"))))
+
+    copied_dev, copied_tests = committed_scratch("bert", SETTINGS["imdb_test"], SETTINGS["test_seed"])
+    if args.dev:
+        rated = json.loads(RATES_FILE.read_text())
+        assert rated["checkpoint_sha256"] == sha and rated["settings"]["recipe"] == B.FINETUNE_RECIPE
+        swept = {(r["task"], r["n_labels"], r["lr"], r["seed"]) for r in dev_rows}
+        for r in rated["rows"]:
+            if r["condition"] == "scratch" and r["lr"] in (2e-4, 5e-4, 1e-3, 2e-3) and ("imdb", 1000, r["lr"], r["seed"]) not in swept:
+                dev_rows.append(dict(task="imdb", condition="scratch", n_labels=1000, lr=r["lr"], seed=r["seed"],
+                                     dev_accuracy=r["dev_accuracy"], n_dev=r["n_dev"], steps=r["steps"],
+                                     train_seconds=r["train_seconds"], **{"from": RATES_FILE.name}))
+                swept.add(("imdb", 1000, r["lr"], r["seed"]))
+        for r in copied_dev:
+            if ("imdb", 1000, r["lr"], r["seed"]) not in swept:
+                dev_rows.append({"task": "imdb", **r})
+                swept.add(("imdb", 1000, r["lr"], r["seed"]))
+        save()
+        for spec in DEV_TASKS:
+            task, size = spec.split(":")
+            if task not in data:
+                data[task] = task_data(task)
+            train_texts, train_labels = list(data[task][0]), list(data[task][1])
+            dev_texts, dev_labels = dev_split(train_texts, train_labels)
+            dev_inputs = B.encode_single(tokenizer, dev_texts, max_len)
+            for seed in DEV["swept_here"]["seeds"]:
+                texts, labels = sample_balanced(train_texts, train_labels, int(size), seed=seed)
+                assert not set(texts) & set(dev_texts), "the dev examples must not be trained on"
+                inputs = B.encode_single(tokenizer, texts, max_len)
+                for lr in DEV["swept_here"]["rates"]:
+                    if (task, int(size), lr, seed) in swept:
+                        continue
+                    seed_everything(seed)
+                    model, _ = B.classifier(pretrained=False)
+                    start = time.perf_counter()
+                    trainer = B.finetune(model, inputs, labels, pad, seed=seed, lr=lr)
+                    seconds = time.perf_counter() - start
+                    accuracy = (B.predict(model, dev_inputs, pad) == torch.tensor(dev_labels)).float().mean().item()
+                    dev_rows.append(dict(task=task, condition="scratch", n_labels=int(size), lr=lr, seed=seed,
+                                         dev_accuracy=accuracy, n_dev=len(dev_labels), steps=trainer.step,
+                                         train_seconds=round(seconds, 1)))
+                    print(f"dev {task} scratch {size:>5s} lr {lr:.0e} seed {seed}: dev accuracy {accuracy:.3f} "
+                          f"({seconds:.0f} s)", flush=True)
+                    save()
+        return
     for spec in args.tasks:
         task, size = spec.split(":")
         if task not in data:
@@ -85,23 +163,33 @@ def main() -> None:
             for condition in args.conditions:
                 if (task, condition, len(labels), seed) in done:
                     continue
+                spec_ = CONDITIONS[condition]
+                lr = chosen_rate(dev_rows, len(labels), task=task) if spec_.get("lr") == "dev" else B.FINETUNE_RECIPE["lr"]
+                same = [r for r in copied_tests if (r["lr"], r["n_labels"], r["seed"]) == (lr, len(labels), seed)]
+                if lr == B.FINETUNE_RECIPE["lr"]:  # the recipe-rate run is this very run (same seed, sample and code)
+                    same = [{**r, "from": "scratch_at_recipe_rate"} for r in rows if r["condition"] == "scratch_at_recipe_rate"
+                            and (r["task"], r["n_labels"], r["seed"]) == (task, len(labels), seed)]
+                if condition == "scratch" and same and not args.train_again and (task == "imdb" or lr == B.FINETUNE_RECIPE["lr"]):
+                    rows.append(dict(task=task, condition=condition, **{k: same[0][k] for k in (
+                        "n_labels", "seed", "lr", "accuracy")}, n_test=len(test_labels),
+                        **{k: same[0][k] for k in ("steps", "train_seconds", "from")}))
+                    print(f"{task} {condition:8s} {size:>5s} seed {seed}: accuracy {rows[-1]['accuracy']:.3f} "
+                          f"(lr {lr:.0e}, from {same[0]['from']})", flush=True)
+                    save()
+                    continue
                 seed_everything(seed)
-                model, _ = B.classifier(pretrained=CONDITIONS[condition]["pretrained"])
+                model, _ = B.classifier(pretrained=spec_["pretrained"])
                 start = time.perf_counter()
-                trainer = B.finetune(model, inputs, labels, pad, seed=seed)
+                trainer = B.finetune(model, inputs, labels, pad, seed=seed, lr=lr)
                 seconds = time.perf_counter() - start
                 preds = B.predict(model, test_inputs[task], pad)
                 accuracy = (preds == torch.tensor(test_labels)).float().mean().item()
-                rows.append(dict(task=task, condition=condition, n_labels=len(labels), seed=seed, accuracy=accuracy,
-                                 n_test=len(test_labels), steps=trainer.step, train_seconds=round(seconds, 1)))
-                print(f"{task} {condition:8s} {size:>5s} seed {seed}: accuracy {accuracy:.3f} ({trainer.step} steps, "
-                      f"{seconds:.0f} s)", flush=True)
-                write_result(RESULTS, dict(
-                    what="BERT [CLS] fine-tuning on IMDb and SST-2: the shipped IMDb BERT vs the same architecture "
-                         "from random weights",
-                    command="LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/run_bert_finetune.py",
-                    settings=SETTINGS, checkpoint_sha256=sha, machine=machine(), load=load(),
-                    rows=rows, summary=summarise(rows, ("task", "condition", "n_labels"))))
+                rows.append(dict(task=task, condition=condition, n_labels=len(labels), seed=seed, lr=lr,
+                                 accuracy=accuracy, n_test=len(test_labels), steps=trainer.step,
+                                 train_seconds=round(seconds, 1)))
+                print(f"{task} {condition:8s} {size:>5s} seed {seed}: accuracy {accuracy:.3f} (lr {lr:.0e}, "
+                      f"{trainer.step} steps, {seconds:.0f} s)", flush=True)
+                save()
 
 
 if __name__ == "__main__":
