@@ -121,7 +121,10 @@ def test_transfer_table_keeps_one_dataset_and_refuses_an_unknown_one():
 def test_ladder_table_shows_the_distance_to_the_published_figure():
     ladder = [dict(model="LSTM", notebook="03", test_ppl=112.8, parameters=4_650_000, seconds=2430,
                    published=(114.5, "Zaremba")),
-              dict(model="KN5", notebook="01", test_ppl=141.2, parameters=None, seconds=1, published=None)]
+              dict(model="KN5", notebook="01", test_ppl=141.2, parameters=None, seconds=1, published=None),
+              dict(model="KN5 again", notebook="01", test_ppl=141.19, parameters=None, seconds=1,
+                   published=(141.2, "Mikolov"))]
     table = cells(T.ladder_table(ladder))
     assert table[1] == ["LSTM", "03", "112.8", "4.65M", "40.5", "114.5", "-1.7"]
     assert table[2][3:] == ["counts", "0.0", "–", "–"]
+    assert table[3][-1] == "+0.0"  # level with the paper, not "-0.0"

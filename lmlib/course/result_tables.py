@@ -100,7 +100,7 @@ def ladder_table(ladder: Sequence[Mapping]):
         lines.append([r["model"], r["notebook"], f"{r['test_ppl']:.1f}",
                       f"{r['parameters'] / 1e6:.2f}M" if r["parameters"] else "counts", f"{r['seconds'] / 60:.1f}",
                       "–" if published is None else f"{published:.1f}",
-                      "–" if published is None else f"{r['test_ppl'] - published:+.1f}"])
+                      "–" if published is None else f"{round(r['test_ppl'] - published, 1) + 0.0:+.1f}"])  # no -0.0
     return html_table(["model", "notebook", "test perplexity", "parameters", "CPU minutes", "published",
                        "here − published"], lines, numeric=[False, False, True, True, True, True, True],
                       caption="PTB test perplexity, lower is better (82,430 test tokens)")
