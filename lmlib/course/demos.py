@@ -17,21 +17,23 @@ def _redrawn(controls: dict, draw, layout):
     """``layout(controls, output)``, where ``output`` shows ``draw(**values)`` (a tuple of things to display),
     redrawn whenever a control changes."""
     import ipywidgets as widgets
+    from IPython.display import clear_output, display
 
     from lmlib.course.type_your_own import show
 
     output = widgets.Output()  # Lab does not redraw a plotly figure sent as a display update: redraw into an Output
 
-    def redraw():  # show, not `with output: display(...)`, which stalls Voilà (see type_your_own.show)
-        show(output, *draw(**{name: w.value for name, w in controls.items()}))
+    def drawn():
+        return draw(**{name: w.value for name, w in controls.items()})
 
-    def moved(_change):
-        with output:  # an error while redrawing shows as a traceback under the controls
-            redraw()
+    def moved(_change):  # after the cell, when the browser moves a control: captured, as Lab redraws it
+        with output:
+            clear_output(wait=True)
+            display(*drawn())
 
     for control in controls.values():
         control.observe(moved, names="value")
-    redraw()
+    show(output, *drawn())  # the first drawing, during the cell: not captured, which stalls Voilà (see show)
     return layout(controls, output)
 
 

@@ -61,38 +61,40 @@ def text_view(render: Callable[[str], object], value: str, placeholder: str, des
     submit. ``render`` returns something to display (HTML, a figure, a widget) or raises ``ValueError`` with a
     message for the student; other errors show as tracebacks (the browser test fails on them)."""
     import ipywidgets as widgets
-    from IPython.display import HTML
+    from IPython.display import HTML, clear_output, display
 
     box = widgets.Text(value=value, placeholder=placeholder, description=description, continuous_update=False,
                        style={"description_width": "initial"}, layout=widgets.Layout(width=width))
     box.add_class(TYPE_CLASS)
     out = widgets.Output()
 
-    def update(_=None):
+    def shown():
         try:
-            shown = render(box.value)
+            return render(box.value)
         except ValueError as err:
-            shown = HTML(f"<p style='color:#b5400a'>{MESSAGE} {html.escape(str(err))}</p>")
-        show(out, shown)
+            return HTML(f"<p style='color:#b5400a'>{MESSAGE} {html.escape(str(err))}</p>")
 
-    def typed(_change):
-        with out:  # an error while redrawing shows as a traceback in the box
-            update()
+    def typed(_change):  # run when the browser sends the new text, after the cell: captured, as Lab redraws it
+        with out:
+            clear_output(wait=True)
+            display(shown())
 
     box.observe(typed, names="value")
-    update()  # an error in the first drawing is an error of the cell
+    show(out, shown())  # the first drawing, during the cell: not captured (see show); an error is the cell's
     return widgets.VBox([box, out])
 
 
 def show(output, *objects) -> None:
-    """Make the ipywidgets ``Output`` show ``objects`` (anything ``display`` takes), replacing what it showed.
+    """Make the ipywidgets ``Output`` show ``objects`` (anything ``display`` takes): a view's first drawing, made
+    while its cell runs.
 
     The outputs are set as the widget's state from the kernel, not captured with ``with output:
     clear_output(wait=True); display(...)``: run by Voilà, a capture during the cell is mirrored by nbclient's
     server-side Output widget, which sends the new state on the kernel's shell socket without awaiting the send,
     and the cell's execute_reply can then go unseen: Voilà waits for it with no timeout and the page stalls at
     "Executing N of M" (voila-dashboards/voila#1428; measured: the reply read only when a 40 s cell timeout woke
-    the poll)."""
+    the poll). Redraws after the cell (a control moved, text typed) keep the capture: Lab does not replace a plotly
+    figure whose Output is given new outputs as state, it stacks the new one under the old."""
     from IPython.core.interactiveshell import InteractiveShell
 
     formatted = (InteractiveShell.instance().display_formatter.format(o) for o in objects)
