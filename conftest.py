@@ -38,7 +38,6 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group(path))
 
 
-
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_node_collection_finished(node, ids):
     """On the controller, before anything runs: refuse when xdist could not group (nbval cells would be split)."""
