@@ -36,6 +36,21 @@ def test_the_rate_with_the_best_mean_dev_accuracy_is_chosen():
         DR.chosen_rate(dev(1000, {5e-4: [0.5]}), 1000)               # one rate: nothing was compared
 
 
+def test_one_rule_for_every_sweep_a_tie_goes_to_the_smaller_rate():
+    # the GPT/BERT sweeps (chosen_rate), ULMFiT's (eta_top) and ELMo's (one seed per rate) all pick with best_rate
+    import bench_elmo_transfer
+    import bench_ulmfit_imdb
+
+    tied = dev(1000, {2e-3: [0.70, 0.60], 1e-3: [0.60, 0.70], 5e-4: [0.50, 0.50]})  # listed largest first
+    assert DR.best_rate(tied) == 1e-3 and DR.chosen_rate(tied, 1000) == 1e-3
+    assert DR.best_rate(list(reversed(tied))) == 1e-3  # the order of the rows does not matter
+    ulmfit = [{"eta_top": r["lr"], "dev_accuracy": r["dev_accuracy"]} for r in tied]
+    assert bench_ulmfit_imdb.best_rate(ulmfit) == 1e-3
+    assert bench_elmo_transfer.best_rate is DR.best_rate
+    with pytest.raises(ValueError, match="no sweep rows"):
+        DR.best_rate([])
+
+
 def test_the_dev_split_shares_nothing_with_any_labelled_sample():
     texts = [f"review {i}" for i in range(8000)]
     labels = [i % 2 for i in range(8000)]

@@ -45,6 +45,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_elmo_probes import mean_se  # noqa: E402
+from dev_rates import best_rate  # noqa: E402
 from elmo_features import MAX_TOKENS, N_TEST, imdb_features, test_indices  # noqa: E402
 from machine import load, machine  # noqa: E402
 
@@ -153,7 +154,7 @@ def scratch_sweep(rates: list[float]) -> None:
             scores.append({"n_labels": n, "lr": lr, "dev_accuracy": R.probe_accuracy(model, ids_train[dev], y_train[dev])})
             print(json.dumps(scores[-1]), flush=True)
         sweep += scores
-        chosen = min(scores, key=lambda r: (-r["dev_accuracy"], r["lr"]))["lr"]
+        chosen = best_rate(scores)  # one seed per rate: the best dev accuracy, a tie to the smaller rate
         accs = []
         for seed in SETTINGS["seeds"]:
             idx = torch.arange(n) if size == "all" else balanced_subset(y_train, n, torch.Generator().manual_seed(seed))

@@ -52,6 +52,7 @@ import time
 from pathlib import Path
 
 import torch
+from dev_rates import best_rate as shared_best_rate
 from machine import load, machine
 from over_seeds import summarise
 from result_file import write_result
@@ -113,10 +114,8 @@ def dev_split(train_labels: list[int]) -> list[int]:
 
 
 def best_rate(dev_rows: list[dict]) -> float:
-    """The rate of the sweep with the highest dev accuracy; a tie goes to the smaller rate."""
-    if not dev_rows:
-        raise ValueError("no sweep rows: give at least one rate to --sweep")
-    return min(dev_rows, key=lambda r: (-r["dev_accuracy"], r["eta_top"]))["eta_top"]
+    """The rate of the sweep with the highest dev accuracy; a tie goes to the smaller rate (dev_rates.best_rate)."""
+    return shared_best_rate(dev_rows, rate="eta_top")
 
 
 def run(variant: str, seeds: list[int], sizes: list[int], max_len: int, out: Path, eta: float | None = None,

@@ -37,9 +37,20 @@ def dev_split(texts: Sequence[str], labels: Sequence[int]) -> tuple[list[str], l
     return sample_balanced([t for t, _ in rest], [y for _, y in rest], DEV["reviews"], seed=DEV["seed"])
 
 
+def best_rate(rows: Sequence[dict], rate: str = "lr", score: str = "dev_accuracy") -> float:
+    """The rate (``row[rate]``) whose rows have the best mean ``score`` over the seeds it was run with; a tie goes
+    to the smaller rate (the cautious choice). The one rule of every benchmark's learning-rate sweep."""
+    by_rate: dict[float, list[float]] = {}
+    for r in rows:
+        by_rate.setdefault(r[rate], []).append(r[score])
+    if not by_rate:
+        raise ValueError("no sweep rows: give at least one rate to sweep")
+    return min(by_rate, key=lambda lr: (-sum(by_rate[lr]) / len(by_rate[lr]), lr))
+
+
 def chosen_rate(dev_rows: Sequence[dict], n_labels: int, **match) -> float:
-    """The rate with the best mean ``dev_accuracy`` (over the seeds it was run with) among ``dev_rows`` at
-    ``n_labels`` whose other fields equal ``match``; 25,000 labels take the rate chosen at 1,000."""
+    """The rate with the best mean ``dev_accuracy`` (over the seeds it was run with; :func:`best_rate`) among
+    ``dev_rows`` at ``n_labels`` whose other fields equal ``match``; 25,000 labels take the rate chosen at 1,000."""
     n = 1000 if n_labels > 1000 else n_labels
     rows = [r for r in dev_rows if r["n_labels"] == n and all(r.get(k) == v for k, v in match.items())]
     by_rate: dict[float, dict[int, float]] = {}
@@ -50,19 +61,23 @@ def chosen_rate(dev_rows: Sequence[dict], n_labels: int, **match) -> float:
         raise RuntimeError(f"the dev sweep at {n} labels for {match or 'scratch'} is not complete; run with --dev first")
     if len(by_rate) < 2:
         raise RuntimeError(f"no dev rows at {n} labels for {match or 'scratch'} that compare two rates")
-    return max(by_rate, key=lambda rate: sum(by_rate[rate].values()) / len(by_rate[rate]))
+    return best_rate(rows)
 
 
 def same_scratch_model(model: str) -> None:
     """Refuse to reuse gpu_transfer_<model>.json's scratch rows unless its random-init model is the shipped one's: the
-    same config and tokenizer file (the pretrained weights, the only difference, are not read by a scratch run)."""
+    same config and tokenizer file (the pretrained weights, the only difference, are not read by a scratch run). The
+    checkpoint it was measured with is staged in gpu_pretraining/ or, once shipped, is the shipped one."""
     import hashlib
 
     shipped = Path(__file__).resolve().parents[2] / "lmlib" / "pretrained" / f"{model}_imdb"
-    staged = RESULTS / "gpu_pretraining" / f"{model}_imdb"
-    config = [json.loads((d / "pretrain.json").read_text())["config"] for d in (shipped, staged)]
-    tokenizers = [hashlib.sha256((d / "tokenizer.json").read_bytes()).hexdigest() for d in (shipped, staged)]
-    if config[0] != config[1] or tokenizers[0] != tokenizers[1]:
+    measured = json.loads((RESULTS / f"gpu_transfer_{model}.json").read_text())["checkpoint"]["sha256"]
+    weights = f"{model}_imdb.safetensors"
+    reports = [json.loads((d / "pretrain.json").read_text())
+               for d in (shipped, RESULTS / "gpu_pretraining" / f"{model}_imdb") if (d / "pretrain.json").is_file()]
+    theirs = [r for r in reports if r["sha256"][weights] == measured[weights]]
+    ours = hashlib.sha256((shipped / "tokenizer.json").read_bytes()).hexdigest()
+    if not theirs or theirs[0]["config"] != reports[0]["config"] or measured["tokenizer.json"] != ours:
         raise RuntimeError(f"gpu_transfer_{model}.json's scratch model differs from the shipped {model}'s; run it here")
 
 
