@@ -309,6 +309,8 @@ def test_a_shared_view_carries_no_library_and_the_library_script_carries_both():
     assert "d3js.org v5.16.0" not in scripts and "jQuery v3.7.1" not in scripts
     assert "window.lmlibBertvizLibraries" in scripts and "const params" in scripts
     assert len(shared.data) < len(inline.data) - 300_000  # the libraries are ~335 KB
+    light = av.model_view(attention, TOKENS, libraries="shared")  # the model view too
+    assert "d3js.org v5.16.0" not in split_markup(light.data)[1] and "d3js.org v5.16.0" in av.model_view(attention, TOKENS).data
     library = av.library_script().data
     assert "d3js.org v5.16.0" in library and "jQuery v3.7.1" in library and "window.lmlibBertvizLibraries" in library
     with pytest.raises(ValueError, match="libraries must be one of"):
@@ -318,8 +320,9 @@ def test_a_shared_view_carries_no_library_and_the_library_script_carries_both():
 def test_shared_views_draw_offline_with_one_copy_of_the_libraries(browser):
     first = av.head_view(random_attention(3, 4, 7, 7, 1), TOKENS, libraries="shared")
     second = av.head_view(random_attention(2, 2, 5, 5, 2), SRC, libraries="shared")
+    third = av.model_view(random_attention(2, 2, 5, 5, 3), SRC, libraries="shared")
     # the views come first on the page, as a restored notebook may draw them before the library's output
-    result = render(browser, first.data + second.data + av.library_script().data)
+    result = render(browser, first.data + second.data + third.data + av.library_script().data)
     try:
         assert result["external"] == [] and result["errors"] == [], result
         page = result["page"]

@@ -113,10 +113,11 @@ def model_view(
     include_heads: Sequence[int] | None = None,
     display_mode: str = "light",
     prettify_tokens: bool = True,
+    libraries: str = "inline",
 ) -> AttentionView:
     """bertviz's model view: a thumbnail per layer (rows) and head (columns); click one to enlarge it.
 
-    Same ``attention`` and ``tokens`` as :func:`head_view`; ``display_mode`` is "light" or "dark".
+    Same ``attention``, ``tokens`` and ``libraries`` as :func:`head_view`; ``display_mode`` is "light" or "dark".
     """
     tokens = _tokens(tokens, "tokens")
     attention = _layers(attention, "attention", len(tokens), len(tokens))
@@ -126,7 +127,7 @@ def model_view(
     raw = _bertviz().model_view(attention, tokens, sentence_b_start=sentence_b_start, display_mode=display_mode,
                                 include_layers=_maybe_list(include_layers), include_heads=_maybe_list(include_heads),
                                 prettify_tokens=prettify_tokens, html_action="return")
-    return AttentionView(self_contained(raw.data))
+    return AttentionView(self_contained(raw.data, libraries))
 
 
 def encoder_decoder_view(
