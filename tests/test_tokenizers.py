@@ -327,3 +327,21 @@ def test_encoding_is_unaffected_by_the_word_cache(bpe, wordpieces):
     assert bpe.encode(text) == bpe.encode(text) == [i for w in gpt2_pretokenize(text) for i in bpe.encode(w)]
     words = BasicTokenizer()(text)
     assert wp.tokenize(text) == [p for w in words for p in wp.word_pieces(w)]
+
+
+def test_a_piece_of_a_character_shows_its_bytes_and_whole_tokens_their_text(bpe):
+    # "½" is two UTF-8 bytes that a small BPE keeps as two tokens: alone, each decodes to U+FFFD; piece() shows
+    # the byte instead, and a token whose bytes are whole characters is exactly its decoded text.
+    text = "3½ hours, Zoë 🎬 and plain words"
+    ids = bpe.encode(text)
+    pieces = [bpe.piece(i) for i in ids]
+    assert "\ufffd" not in "".join(pieces)
+    assert "<C2>" in pieces and "<BD>" in pieces
+    for i, piece in zip(ids, pieces):
+        if "\ufffd" not in bpe.decode([i]):
+            assert piece == bpe.decode([i])
+    # reading the <XX> bytes back gives the text: nothing is lost or invented
+    raw = b"".join(bytes.fromhex(p[1:3]) if len(p) == 4 and p[0] == "<" and p[-1] == ">" else p.encode() for p in pieces)
+    assert raw.decode("utf-8") == text
+    special = ByteLevelBPE.train(["a b c"] * 5, vocab_size=260, special_tokens=["<|endoftext|>"])
+    assert special.piece(special.token_to_id("<|endoftext|>")) == "<|endoftext|>"

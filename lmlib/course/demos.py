@@ -98,7 +98,7 @@ def sampling_widget(model=None, tokenizer=None):
         filtered = top_p_filter(filtered, top_p)
         after = torch.softmax(filtered, -1)
         show = torch.topk(torch.maximum(before, after), 15).indices.flip(0)
-        labels = [repr(bpe.decode([i])) for i in show.tolist()]
+        labels = [repr(bpe.piece(i)) for i in show.tolist()]
         fig = go.Figure([go.Bar(y=labels, x=before[show].tolist(), orientation="h", name="model (τ = 1, nothing cut)",
                                 marker_color="lightgrey"),
                          go.Bar(y=labels, x=after[show].tolist(), orientation="h", name="after τ, top-k, top-p",
@@ -125,7 +125,7 @@ def gpt_attention_view(sentence: str = "The film was long, but the ending made i
     gpt, bpe = (model, tokenizer) if model is not None else shipped("gpt")
     ids = torch.tensor([bpe.encode(sentence)])
     _, maps = gpt(ids, return_attentions=True)
-    return head_view(maps, [bpe.decode([i]) for i in ids[0].tolist()])
+    return head_view(maps, [bpe.piece(i) for i in ids[0].tolist()])
 
 
 def review_sentences(n_reviews: int = 2000) -> list[list[str]]:

@@ -171,7 +171,7 @@ def attention_maps(text: str, gpt=None, bpe=None, bert=None, wordpiece=None):
     ids_b = ([wordpiece.token_to_id("[CLS]")] + wordpiece.encode(text))[: bert.config.block_size - 1]
     ids_b.append(wordpiece.token_to_id("[SEP]"))
     bert_maps = bert(torch.tensor([ids_b]), return_attentions=True).attentions
-    return {"GPT": (gpt_maps, [bpe.decode([i]) for i in ids]),
+    return {"GPT": (gpt_maps, [bpe.piece(i) for i in ids]),
             "BERT": (bert_maps, [wordpiece.vocab[i] for i in ids_b])}
 
 
@@ -232,7 +232,7 @@ def tokenizations(text: str, bpe=None, wordpiece=None) -> dict[str, list[str]]:
     wordpiece = wordpiece if wordpiece is not None else shipped("bert")[1]
     return {"word-level": WORD.findall(text),
             "character": list(text),
-            "byte-level BPE (GPT)": [bpe.decode([i]) for i in bpe.encode(text)],
+            "byte-level BPE (GPT)": [bpe.piece(i) for i in bpe.encode(text)],
             "WordPiece (BERT)": wordpiece.tokenize(text)}
 
 

@@ -354,6 +354,28 @@ class ByteLevelBPE:
         """The tokens of ``text`` as strings of byte symbols (``" world"`` is ``"Ġworld"``)."""
         return [self.itos[i] for i in self.encode(text)]
 
+    def piece(self, token_id: int) -> str:
+        """One token's text, for showing tokens one by one: its characters, or, where its bytes hold only part of a
+        character's UTF-8 (a rare character split over tokens), each byte of that part as ``<C3>`` (decoding the
+        token alone would give U+FFFD instead). Special tokens are their own spelling."""
+        token = self.itos[int(token_id)]
+        if token in self.special_tokens:
+            return token
+        raw = bytes(CHAR_TO_BYTE[c] for c in token)
+        out, start = [], 0
+        while start < len(raw):
+            for end in range(len(raw), start, -1):  # the longest run from here that decodes
+                try:
+                    out.append(raw[start:end].decode("utf-8"))
+                    start = end
+                    break
+                except UnicodeDecodeError:
+                    continue
+            else:
+                out.append(f"<{raw[start]:02X}>")
+                start += 1
+        return "".join(out)
+
     def decode(self, ids: Iterable[int]) -> str:
         """The text of ``ids``. Special tokens decode to their own spelling. Ids that cut a character's UTF-8
         bytes apart (a slice of a longer sequence) decode that character as U+FFFD."""
