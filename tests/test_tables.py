@@ -12,6 +12,8 @@ def test_mean_se_formats_mean_and_standard_error():
     assert tables.mean_se(0.7, None, seeds=1) == "0.700 (1 seed)"
     assert tables.mean_se(None) == ""
     assert tables.mean_se(12.345, 0.5, digits=1) == "12.3 ± 0.5"
+    assert tables.mean_se(0.0123, 0.009, signed=True) == "+0.012 ± 0.009"  # a difference shows its sign
+    assert tables.mean_se(-0.0123, None, seeds=1, signed=True) == "-0.012 (1 seed)"
 
 
 def test_by_labels_lays_out_one_line_per_method_and_one_column_per_label_count():

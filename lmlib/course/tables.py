@@ -15,13 +15,16 @@ _STYLE = "border-collapse:collapse;font-variant-numeric:tabular-nums"
 _CELL = "padding:2px 10px;border-bottom:1px solid #ddd"
 
 
-def mean_se(mean: float | None, se: float | None = None, seeds: int | None = None, digits: int = 3) -> str:
-    """``"0.766 ± 0.009"``; one seed (``se`` None) shows ``"0.766 (1 seed)"``; no mean shows an empty string."""
+def mean_se(mean: float | None, se: float | None = None, seeds: int | None = None, digits: int = 3,
+            signed: bool = False) -> str:
+    """``"0.766 ± 0.009"``; one seed (``se`` None) shows ``"0.766 (1 seed)"``; no mean shows an empty string.
+    ``signed`` (for a difference) writes the sign of a positive mean too: ``"+0.012 ± 0.009"``."""
     if mean is None:
         return ""
+    shown = f"{mean:+.{digits}f}" if signed else f"{mean:.{digits}f}"
     if se is None:
-        return f"{mean:.{digits}f}" + (" (1 seed)" if seeds == 1 else "")
-    return f"{mean:.{digits}f} ± {se:.{digits}f}"
+        return shown + (" (1 seed)" if seeds == 1 else "")
+    return f"{shown} ± {se:.{digits}f}"
 
 
 def html_table(header: Sequence[str], rows: Sequence[Sequence[object]], numeric: Sequence[bool] | None = None,
