@@ -54,7 +54,10 @@ def _pretrain_parser(groups) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description=f"Train one of the checkpoints shipped in lmlib/pretrained/ with its seeded recipe:\n{models}\n\n"
                     "With --preset full, one thread (the default) and --device cpu this is exactly the recorded run, so "
-                    "it reproduces the shipped sha256 (on a CPU-only machine the default --device auto is the CPU).\n"
+                    "it reproduces the shipped sha256 (on a CPU-only machine the default --device auto is the CPU) of "
+                    "awd-lstm, elmo and bert. The shipped gpt was pretrained on a GPU by `python -m "
+                    "lmlib.recipes.accelerated gpt` (its pretrain.json has the command); here gpt --preset full is the "
+                    "one-core recipe shipped before it (4.1M tokens, too few to transfer).\n"
                     "Every option, the device and the output folder are checked before any data is read.\n\n"
                     f"Several processes (data-parallel: each global batch is split between them; rank 0 alone prints "
                     f"and writes files):\n  {TORCHRUN_EXAMPLE}",
@@ -90,13 +93,23 @@ def _pretrain_parser(groups) -> None:
                         "numbers, so the result no longer matches the shipped sha256")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                    help="auto (default): CUDA when available, else the CPU; cuda is refused at once on a machine "
-                        "without a CUDA GPU. The shipped runs used the CPU")
+                        "without a CUDA GPU. The shipped runs of this command used the CPU")
 
 
 def _shipped_dirs() -> set[Path]:
     from .recipes.shipping import PRETRAINED_DIR
 
     return {PRETRAINED_DIR.resolve(), *(d.resolve() for d in PRETRAINED_DIR.iterdir() if d.is_dir())}
+
+
+def _gpu_rebuild(folder: Path) -> str | None:
+    """The command that made the checkpoint in ``folder`` when it was pretrained on a GPU (its ``pretrain.json``
+    names a CUDA device), else None."""
+    report = folder / "pretrain.json"
+    if not report.is_file():
+        return None
+    recorded = json.loads(report.read_text())
+    return recorded.get("rebuild") if recorded.get("run", {}).get("device") == "cuda" else None
 
 
 def pretrain_main(args: argparse.Namespace) -> int:
@@ -132,6 +145,11 @@ def _pretrain(args: argparse.Namespace) -> int:
             if args.out is None:
                 raise PretrainError(f"the default folder {out} is a shipped checkpoint folder; name it with --out "
                                     f"to overwrite it")
+            made_by = _gpu_rebuild(out)
+            if made_by is not None:
+                raise PretrainError(f"{out} holds a checkpoint pretrained on a GPU by another recipe; this command "
+                                    f"trains the one-core recipe, so rebuild that one with `{made_by}`, or choose "
+                                    f"another --out")
             if preset != "full" or args.steps is not None or args.bf16:
                 this = f"preset {preset} ({chosen_by})" if preset != "full" else "--steps or --bf16"
                 raise PretrainError(f"{out} holds a shipped checkpoint: only the full recorded recipe (--preset full, "

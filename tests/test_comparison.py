@@ -117,15 +117,15 @@ def test_rows_cut_with_another_tokenizer_are_refused(monkeypatch):
     assert len(comparison.bow_baseline_rows("full")) == 3  # the full reviews do not depend on the tokenizer
 
 
-# -- the GPU-pretrained GPT, staged beside the shipped one ---------------------------------------------------------
+# -- the GPU-pretrained GPT, shipped, beside the CPU-pretrained GPT it replaced -----------------------------------
 
-def test_the_gpu_transfer_result_agrees_with_its_rows_and_its_staged_checkpoint():
+def test_the_gpu_transfer_result_agrees_with_its_rows_and_the_shipped_checkpoint():
     import hashlib
 
     data = results.load("gpu_transfer_gpt")
-    staged = comparison.GPU_STAGED / "gpt_imdb"
-    for name, sha in data["checkpoint"]["sha256"].items():  # the files it was measured with are the staged files
-        assert hashlib.sha256((staged / name).read_bytes()).hexdigest() == sha
+    assert comparison.gpu_shipped("gpt_imdb") and not (comparison.GPU_STAGED / "gpt_imdb").exists()
+    for name, sha in data["checkpoint"]["sha256"].items():  # the files it was measured with are the shipped files
+        assert hashlib.sha256((G.CHECKPOINT_DIR / name).read_bytes()).hexdigest() == sha
     groups = {}
     for r in data["rows"]:
         key = (r["condition"], r.get("init"), r.get("layer"), r["n_labels"])
@@ -141,12 +141,17 @@ def test_longer_pretraining_rows_are_the_committed_summaries():
     rows = comparison.longer_pretraining_rows()
     by = {(r["method"], r["n_labels"]): r for r in rows}
     shipped = {(s["condition"], s["n_labels"]): s["mean"] for s in results.load("gpt_finetune")["summary"]}
+    short = {(s["condition"], s["n_labels"]): s["mean"]
+             for s in results.load("gpt_finetune_short_pretraining")["summary"]}
     gpu = {(s.get("condition"), s["n_labels"]): s["mean"] for s in results.load("gpu_transfer_gpt")["summary"]}
-    for n in (100, 1000):
+    for n in (100, 1000, 25000):
         assert by[("GPT architecture, random init", n)]["mean"] == shipped[("scratch", n)]
-        assert by[("GPT fine-tuned, shipped (CPU) pretraining", n)]["mean"] == shipped[("gpt", n)]
-        assert by[("GPT fine-tuned, GPU pretraining", n)]["mean"] == gpu[("gpt", n)]
-    assert by[("GPT fine-tuned, GPU pretraining", 100)]["tokens"] == comparison.staged_report("gpt_imdb")["tokens_seen"]
+        assert by[("GPT fine-tuned, short CPU pretraining (shipped before)", n)]["mean"] == short[("gpt", n)]
+        assert by[("GPT fine-tuned, GPU pretraining (shipped)", n)]["mean"] == shipped[("gpt", n)]
+    for n in (100, 1000):
+        assert by[("GPT fine-tuned, GPU pretraining, mean-pooled head", n)]["mean"] == gpu[("gpt_mean", n)]
+    assert by[("GPT fine-tuned, GPU pretraining (shipped)", 100)]["tokens"] == G.load_tokenizer()[1]["tokens_seen"]
+    assert by[("GPT fine-tuned, short CPU pretraining (shipped before)", 100)]["tokens"] == 4_096_000
     probes = [r for r in rows if r["method"].startswith("frozen features")]
     assert {r["n_labels"] for r in probes} == {100, 1000} and len(probes) == 4
     assert all(0 < r["mean"] < 1 and (r["se"] is None) == (r["seeds"] == 1) for r in rows)
@@ -155,10 +160,21 @@ def test_longer_pretraining_rows_are_the_committed_summaries():
 def test_a_gpu_result_from_another_checkpoint_is_refused(monkeypatch):
     serve_stale(monkeypatch, "gpu_transfer_gpt",
                 lambda data: data["checkpoint"]["sha256"].update({"gpt_imdb.safetensors": "0" * 64}))
-    with pytest.raises(RuntimeError, match="another checkpoint than the staged GPU GPT"):
+    with pytest.raises(RuntimeError, match="another checkpoint than the GPU GPT"):
         comparison.longer_pretraining_rows()
     with pytest.raises(ValueError, match="no GPU-pretrained 'transformer_xl'"):
         comparison.staged_report("transformer_xl")
+
+
+def test_the_archived_cpu_checkpoint_must_be_the_one_its_rows_were_measured_with(monkeypatch):
+    report = comparison.short_pretraining_report("gpt_imdb")
+    assert report["tokens_seen"] == 4_096_000 and "run" not in report  # the one-core recipe's checkpoint
+    assert report["sha256"]["gpt_imdb.safetensors"] != comparison.shipped_sha256("gpt_imdb")
+    serve_stale(monkeypatch, "gpt_finetune_short_pretraining", lambda data: data.update(checkpoint_sha256="0" * 64))
+    with pytest.raises(RuntimeError, match="is not the checkpoint its rows were measured with"):
+        comparison.short_pretraining_report("gpt_imdb")
+    with pytest.raises(ValueError, match="'bert_imdb' has not been replaced"):
+        comparison.short_pretraining_report("bert_imdb")
 
 
 # -- every GPU-pretrained checkpoint: rows, the course's checks, the staged checkpoints ---------------------------
@@ -173,6 +189,8 @@ def test_each_gpu_result_agrees_with_its_rows_and_its_staged_report(model):
     folder = comparison.GPU_MODELS[model][0]
     assert data["checkpoint"]["sha256"] == comparison.staged_report(folder)["sha256"]
     weights = comparison.GPU_STAGED / folder / f"{folder.replace('_mlm', '')}.safetensors"
+    if comparison.gpu_shipped(folder):
+        weights = comparison.CHECKPOINTS[folder][0] / weights.name
     if weights.is_file():  # kept weights are the files it was measured with
         import hashlib
 
@@ -243,9 +261,13 @@ def test_staged_pretraining_rows_read_each_report_and_count_ulmfits_parameters()
 
     rows = {r["checkpoint"]: r for r in comparison.staged_pretraining_rows()}
     assert {"gpt_imdb", "bert_imdb", "elmo_imdb", "awd_lstm_ptb", "ulmfit_imdb"} <= set(rows)
-    gpt = comparison.staged_report("gpt_imdb")
+    gpt = comparison.shipped_report("gpt_imdb")  # shipped: beside the CPU checkpoint shipped before it
+    assert rows["gpt_imdb"]["shipped"] == "GPU" and rows["gpt_imdb"]["device"] == gpt["run"]["device_name"]
     assert rows["gpt_imdb"]["gpu_value"] == gpt["valid_ppl"] and rows["gpt_imdb"]["gpu_tokens"] == gpt["tokens_seen"]
-    assert rows["gpt_imdb"]["shipped_value"] == comparison.shipped_report("gpt_imdb")["valid_ppl"]
+    assert rows["gpt_imdb"]["cpu_value"] == comparison.short_pretraining_report("gpt_imdb")["valid_ppl"]
+    bert = comparison.staged_report("bert_imdb")  # staged: beside the shipped CPU checkpoint
+    assert rows["bert_imdb"]["shipped"] == "CPU" and rows["bert_imdb"]["gpu_tokens"] == bert["tokens_seen"]
+    assert rows["bert_imdb"]["cpu_value"] == comparison.shipped_report("bert_imdb")["valid"]["mlm_accuracy"]
     ulm = comparison.staged_report("ulmfit_imdb")
     weights = load_file(str(comparison.GPU_STAGED / "ulmfit_imdb" / "ulmfit_imdb.safetensors"))
     assert rows["ulmfit_imdb"]["gpu_tokens_per_parameter"] == pytest.approx(

@@ -44,6 +44,8 @@ def test_one_rule_for_every_sweep_a_tie_goes_to_the_smaller_rate():
     tied = dev(1000, {2e-3: [0.70, 0.60], 1e-3: [0.60, 0.70], 5e-4: [0.50, 0.50]})  # listed largest first
     assert DR.best_rate(tied) == 1e-3 and DR.chosen_rate(tied, 1000) == 1e-3
     assert DR.best_rate(list(reversed(tied))) == 1e-3  # the order of the rows does not matter
+    copied_twice = tied + [r for r in tied if r["lr"] == 2e-3 and r["seed"] == 0]  # one row from two sources
+    assert DR.chosen_rate(copied_twice, 1000) == 1e-3   # counts once: 2e-3 is not lifted by its seed 0
     ulmfit = [{"eta_top": r["lr"], "dev_accuracy": r["dev_accuracy"]} for r in tied]
     assert bench_ulmfit_imdb.best_rate(ulmfit) == 1e-3
     assert bench_elmo_transfer.best_rate is DR.best_rate
@@ -91,7 +93,7 @@ def test_copied_rows_are_the_rows_of_the_file_they_name(name):
         source = results.load(r["from"].removesuffix(".json"))
         key = ("lr", "n_labels", "seed")
         same = [s for s in [*source.get("dev_rows", []), *source["rows"]]
-                if s["condition"] == "scratch" and all(s.get(k, 1000) == r[k] for k in key)
+                if s.get("condition", "scratch") == r.get("condition", "scratch") and all(s.get(k, 1000) == r[k] for k in key)
                 and ("dev_accuracy" in s) == ("dev_accuracy" in r)]
         value = "dev_accuracy" if "dev_accuracy" in r else "accuracy"
         assert same and same[0][value] == r[value], r

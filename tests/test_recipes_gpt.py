@@ -17,13 +17,22 @@ def shipped():
 
 
 def test_checkpoint_matches_its_recipe(shipped):
+    # The shipped GPT was pretrained on a GPU by lmlib.recipes.accelerated with this module's config and tokenizer;
+    # its pretrain.json names the recipe, the device and the steps the time budget left (tokens = steps x batch x T).
+    from lmlib.recipes import accelerated
+
     model, tokenizer, report = shipped
     assert model.config.__dict__ == report["config"]
     assert {k: report["config"][k] for k in G.PRETRAIN_CONFIG} == G.PRETRAIN_CONFIG
-    assert report["recipe"] == json.loads(json.dumps(G.PRETRAIN_RECIPE))
+    gpu = report["run"]["device"] == "cuda"
+    recipe = accelerated.RECIPES["gpt"] if gpu else G.PRETRAIN_RECIPE
+    assert report["recipe"] == json.loads(json.dumps(recipe))
+    assert report["rebuild"] == G.REBUILD and ("lmlib.recipes.accelerated gpt " in G.REBUILD) == gpu
     assert len(tokenizer) == report["config"]["vocab_size"] == G.TOKENIZER_RECIPE["vocab_size"]
     assert tokenizer.special_tokens == G.GPT_SPECIALS
-    assert report["tokens_seen"] == G.PRETRAIN_RECIPE["steps"] * G.PRETRAIN_RECIPE["batch_size"] * model.config.block_size
+    steps = report.get("steps", recipe["steps"])
+    assert steps <= recipe["steps"]
+    assert report["tokens_seen"] == steps * recipe["batch_size"] * model.config.block_size
     assert (G.CHECKPOINT_DIR / "gpt_imdb.safetensors").stat().st_size <= 10 * 2**20
     assert model.lm_head.weight is model.tok_emb.weight
 
@@ -61,6 +70,22 @@ def test_a_corrupt_checkpoint_is_refused(tmp_path):
     (copy / "tokenizer.json").unlink()
     with pytest.raises(FileNotFoundError, match="tokenizer.json is missing"):
         G.load_pretrained(copy)
+
+
+def test_the_tokenizer_loads_without_the_weights_but_not_when_it_is_corrupt(tmp_path):
+    # A rebuild of the weights (lmlib.recipes.accelerated) reads the shipped BPE: it must not need the weights it
+    # is about to replace, and must not train on a tokenizer that is not the recorded one.
+    copy = tmp_path / "gpt_imdb"
+    shutil.copytree(G.CHECKPOINT_DIR, copy)
+    (copy / "gpt_imdb.safetensors").write_bytes(b"not weights")
+    tokenizer, report = G.load_tokenizer(copy)
+    assert tokenizer.encode("A gem of a film.") == G.load_pretrained()[1].encode("A gem of a film.")
+    assert report["config"]["vocab_size"] == len(tokenizer)
+    with pytest.raises(ValueError, match="sha256"):
+        G.load_pretrained(copy)
+    (copy / "tokenizer.json").write_text((copy / "tokenizer.json").read_text().replace("Ġthe", "Ġthf", 1))
+    with pytest.raises(ValueError, match="does not have the sha256 pretrain.json records"):
+        G.load_tokenizer(copy)
 
 
 def test_random_windows_are_next_token_pairs():

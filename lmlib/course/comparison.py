@@ -225,52 +225,84 @@ def dev_sweep_table(result: dict, caption: str | None = None, **match):
 
 
 def staged_report(checkpoint: str) -> dict:
-    """The ``pretrain.json`` of a checkpoint pretrained on a GPU by ``lmlib.recipes.accelerated`` and kept in
-    ``tests/benchmarks/results/gpu_pretraining/<checkpoint>/`` until the notebooks are moved to it."""
+    """The ``pretrain.json`` of a checkpoint pretrained on a GPU by ``lmlib.recipes.accelerated``: kept in
+    ``tests/benchmarks/results/gpu_pretraining/<checkpoint>/`` until the notebooks are moved to it, and, once it is
+    shipped, the shipped one's (whose ``run`` names a CUDA device)."""
     path = GPU_STAGED / checkpoint / "pretrain.json"
-    if not path.is_file():
-        raise ValueError(f"no GPU-pretrained {checkpoint!r} in {GPU_STAGED}; there are "
-                         f"{sorted(d.name for d in GPU_STAGED.iterdir() if d.is_dir())}")
-    return json.loads(path.read_text())
+    if path.is_file():
+        return json.loads(path.read_text())
+    if gpu_shipped(checkpoint):
+        return shipped_report(checkpoint)
+    raise ValueError(f"no GPU-pretrained {checkpoint!r} in {GPU_STAGED} or shipped; there are "
+                     f"{sorted(d.name for d in GPU_STAGED.iterdir() if d.is_dir())} staged and "
+                     f"{sorted(c for c in CHECKPOINTS if gpu_shipped(c))} shipped")
+
+
+def gpu_shipped(checkpoint: str) -> bool:
+    """Was the shipped ``checkpoint`` pretrained on a GPU (``lmlib.recipes.accelerated``)?"""
+    return checkpoint in CHECKPOINTS and shipped_report(checkpoint).get("run", {}).get("device") == "cuda"
+
+
+SHORT_PRETRAINING = {  # shipped checkpoint replaced by a GPU-pretrained one -> the archived results of the CPU one
+    "gpt_imdb": "gpt_finetune_short_pretraining",
+}
+
+
+def short_pretraining_report(checkpoint: str) -> dict:
+    """The ``pretrain.json`` of the CPU checkpoint that was shipped as ``checkpoint`` before a GPU-pretrained one
+    replaced it, as its archived results keep it (``checkpoint_report``), checked against the sha256 they were
+    measured with."""
+    if checkpoint not in SHORT_PRETRAINING:
+        raise ValueError(f"{checkpoint!r} has not been replaced; archived CPU checkpoints: {sorted(SHORT_PRETRAINING)}")
+    data = results.load(SHORT_PRETRAINING[checkpoint])
+    report = data["checkpoint_report"]
+    if report["sha256"][CHECKPOINTS[checkpoint][1]] != data["checkpoint_sha256"]:
+        raise RuntimeError(f"{SHORT_PRETRAINING[checkpoint]}.json: its checkpoint_report is not the checkpoint its "
+                           f"rows were measured with")
+    return report
 
 
 def longer_pretraining_rows() -> list[dict]:
-    """Does a longer pretraining pay? The GPT pretrained on a GPU (``staged_report("gpt_imdb")``: ~244M tokens)
-    beside the shipped GPT (4.1M tokens), both fine-tuned by the same recipe (``lmlib.recipes.gpt.FINETUNE_RECIPE``,
-    rate 5e-4, λ = 0), and the same architecture from random weights at its own dev-chosen rate, on the same label
-    samples and scored on the same 1,000 IMDb test reviews, and the bag of words on the same text; then frozen features (a linear probe on each
-    layer's mean-pooled states, the best layer at 1,000 labels) of the GPU GPT against the same GPT at random init.
-    Rows: ``method``, ``tokens`` (pretraining tokens, None for none), ``n_labels``, ``mean``, ``se``, ``seeds``,
-    ``source``. Each result file is checked against the checkpoint it claims."""
-    staged = staged_report("gpt_imdb")
+    """What a longer pretraining buys: the shipped GPT, pretrained on a GPU (~244M tokens), beside the GPT shipped
+    before it (4.1M tokens on one CPU thread; its results archived in ``gpt_finetune_short_pretraining.json``),
+    both fine-tuned by the same recipe (``lmlib.recipes.gpt.FINETUNE_RECIPE``, rate 5e-4, λ = 0), the same
+    architecture from random weights at its own dev-chosen rate, on the same label samples and scored on the same
+    1,000 IMDb test reviews, and the bag of words on the same text; then frozen features (a linear probe on each
+    layer's mean-pooled states, the best layer at 1,000 labels) of the GPU GPT against the same GPT at random init
+    (``gpu_transfer_gpt.json``). Rows: ``method``, ``tokens`` (pretraining tokens, None for none), ``n_labels``,
+    ``mean``, ``se``, ``seeds``, ``source``. Each result file is checked against the checkpoint it claims."""
+    gpu_report = staged_report("gpt_imdb")
     gpu = results.load("gpu_transfer_gpt")
-    if gpu["checkpoint"]["sha256"] != staged["sha256"]:
-        raise RuntimeError("gpu_transfer_gpt.json was measured with another checkpoint than the staged GPU GPT; rerun "
+    if gpu["checkpoint"]["sha256"] != gpu_report["sha256"]:
+        raise RuntimeError("gpu_transfer_gpt.json was measured with another checkpoint than the GPU GPT; rerun "
                            "tests/benchmarks/gpu_transfer.py gpt on it")
-    shipped = results.load("gpt_finetune")
-    require_checkpoint("gpt_finetune", shipped["checkpoint_sha256"], "gpt_imdb")
-    if shipped["settings"]["recipe"]["lr"] != 5e-4 or gpu["settings"]["test_reviews"] != shipped["settings"]["n_test"]:
-        raise RuntimeError("the shipped and GPU GPT results were measured with different recipes or test sets")
+    shipped = load_for_shipped("gpt_finetune", "gpt_imdb")
+    short = results.load(SHORT_PRETRAINING["gpt_imdb"])
+    cpu_report = short_pretraining_report("gpt_imdb")
+    if not (shipped["settings"] == short["settings"] and shipped["settings"]["recipe"]["lr"] == 5e-4
+            and gpu["settings"]["test_reviews"] == shipped["settings"]["n_test"]):
+        raise RuntimeError("the GPT results were measured with different recipes or test sets")
     rows: list[dict] = []
 
     def add(method, tokens, r, source):
         rows.append(dict(method=method, tokens=tokens, n_labels=int(r["n_labels"]), mean=float(r["mean"]),
                          se=None if r["se"] is None else float(r["se"]), seeds=r["seeds"], source=source))
 
-    sizes = {100, 1000}
-    for condition, method, tokens in (("scratch", "GPT architecture, random init", None),
-                                      ("gpt", "GPT fine-tuned, shipped (CPU) pretraining", shipped_report("gpt_imdb")["tokens_seen"])):
-        for r in shipped["summary"]:
-            if r["condition"] == condition and r["n_labels"] in sizes:
-                add(method, tokens, r, "gpt_finetune")
-    names = {"gpt": "GPT fine-tuned, GPU pretraining", "gpt_mean": "GPT fine-tuned, GPU pretraining, mean-pooled head"}
+    for condition, method, tokens, data, source in (
+            ("scratch", "GPT architecture, random init", None, shipped, "gpt_finetune"),
+            ("gpt", "GPT fine-tuned, short CPU pretraining (shipped before)", cpu_report["tokens_seen"], short,
+             SHORT_PRETRAINING["gpt_imdb"]),
+            ("gpt", "GPT fine-tuned, GPU pretraining (shipped)", gpu_report["tokens_seen"], shipped, "gpt_finetune")):
+        for r in data["summary"]:
+            if r["condition"] == condition:
+                add(method, tokens, r, source)
     for r in gpu["summary"]:
-        if r.get("condition") in names and r["n_labels"] in sizes:
-            add(names[r["condition"]], staged["tokens_seen"], r, "gpu_transfer_gpt")
+        if r.get("condition") == "gpt_mean":
+            add("GPT fine-tuned, GPU pretraining, mean-pooled head", gpu_report["tokens_seen"], r, "gpu_transfer_gpt")
     for r in bow_baseline_rows("model_view"):
-        if r["n_labels"] in sizes:
-            add(r["method"], None, r, "bow_baseline")
-    for init, method, tokens in (("pretrained", "frozen features, GPU GPT (best layer, linear probe)", staged["tokens_seen"]),
+        add(r["method"], None, r, "bow_baseline")
+    for init, method, tokens in (("pretrained", "frozen features, GPU GPT (best layer, linear probe)",
+                                  gpu_report["tokens_seen"]),
                                  ("random", "frozen features, GPT at random init (best layer, linear probe)", None)):
         probes = [r for r in gpu["summary"] if r.get("init") == init]
         best = max((r for r in probes if r["n_labels"] == 1000), key=lambda r: r["mean"])["layer"]
@@ -315,7 +347,7 @@ def gpu_transfer_rows(model: str, sizes: tuple[int, ...] = (100, 1000)) -> list[
     probe ``feature`` and ``init``.
 
     The result must have been measured with the checkpoint whose ``pretrain.json`` is staged in :data:`GPU_STAGED`
-    (its sha256 of every file), or it is refused."""
+    or, once that checkpoint ships, is the shipped one (its sha256 of every file), or it is refused."""
     if model not in GPU_MODELS:
         raise ValueError(f"unknown model {model!r}; GPU transfer results exist for {sorted(GPU_MODELS)}")
     folder, name, architecture = GPU_MODELS[model]
@@ -422,20 +454,26 @@ STAGED_METRICS = {  # staged folder -> (shipped checkpoint, held-out metric, how
 
 
 def staged_pretraining_rows() -> list[dict]:
-    """Each GPU-pretrained checkpoint staged in :data:`GPU_STAGED` beside the shipped CPU checkpoint it is to
-    replace: tokens read (and per parameter), seconds, the device, and one held-out metric of each. Rows:
-    ``checkpoint``, ``metric``, ``gpu_tokens``, ``gpu_tokens_per_parameter``, ``gpu_seconds``, ``device``,
-    ``gpu_value``, ``shipped_tokens``, ``shipped_value``."""
+    """Each GPU-pretrained checkpoint beside the CPU checkpoint it replaces or is to replace: staged in
+    :data:`GPU_STAGED` beside the shipped CPU one, or shipped beside the CPU one shipped before it
+    (:func:`short_pretraining_report`). Tokens read (and per parameter), seconds, the device, and one held-out
+    metric of each. Rows: ``checkpoint``, ``shipped`` (which of the two ships: ``"GPU"`` or ``"CPU"``), ``metric``,
+    ``gpu_tokens``, ``gpu_tokens_per_parameter``, ``gpu_seconds``, ``device``, ``gpu_value``, ``cpu_tokens``,
+    ``cpu_value``."""
     rows = []
     for folder, (shipped_name, metric, read) in STAGED_METRICS.items():
-        if not (GPU_STAGED / folder / "pretrain.json").is_file():
+        if (GPU_STAGED / folder / "pretrain.json").is_file():
+            gpu, cpu, where, shipped = staged_report(folder), shipped_report(shipped_name), GPU_STAGED / folder, "CPU"
+        elif folder == shipped_name and gpu_shipped(folder):
+            gpu, cpu, where, shipped = shipped_report(folder), short_pretraining_report(folder), \
+                Path(CHECKPOINTS[folder][0]), "GPU"
+        else:
             continue
-        gpu, shipped = staged_report(folder), shipped_report(shipped_name)
-        per_parameter = gpu.get("tokens_per_parameter") or gpu["tokens_seen"] / _parameters(gpu, GPU_STAGED / folder)
-        rows.append(dict(checkpoint=folder, metric=metric, gpu_tokens=gpu["tokens_seen"],
+        per_parameter = gpu.get("tokens_per_parameter") or gpu["tokens_seen"] / _parameters(gpu, where)
+        rows.append(dict(checkpoint=folder, shipped=shipped, metric=metric, gpu_tokens=gpu["tokens_seen"],
                          gpu_tokens_per_parameter=per_parameter, gpu_seconds=gpu["train_seconds"],
-                         device=gpu["run"]["device_name"], gpu_value=read(gpu), shipped_tokens=shipped["tokens_seen"],
-                         shipped_value=read(shipped)))
+                         device=gpu["run"]["device_name"], gpu_value=read(gpu), cpu_tokens=cpu["tokens_seen"],
+                         cpu_value=read(cpu)))
     return rows
 
 
@@ -463,12 +501,13 @@ def staged_pretraining_table():
     rows = staged_pretraining_rows()
     return html_table(
         ["checkpoint", "tokens read (GPU)", "per parameter", "seconds", "held-out metric", "GPU checkpoint",
-         "shipped (CPU)", "tokens read (CPU)"],
+         "CPU checkpoint", "tokens read (CPU)", "shipped"],
         [[r["checkpoint"], f"{r['gpu_tokens'] / 1e6:.1f}M", f"{r['gpu_tokens_per_parameter']:.0f}",
-          f"{r['gpu_seconds']:.0f}", r["metric"], value(r["gpu_value"]), value(r["shipped_value"]),
-          f"{r['shipped_tokens'] / 1e6:.1f}M"] for r in rows],
-        numeric=[False, True, True, True, False, True, True, True],
-        caption=f"pretrained on one {rows[0]['device']} (GPU) and shipped (one CPU thread)")
+          f"{r['gpu_seconds']:.0f}", r["metric"], value(r["gpu_value"]), value(r["cpu_value"]),
+          f"{r['cpu_tokens'] / 1e6:.1f}M", r["shipped"]] for r in rows],
+        numeric=[False, True, True, True, False, True, True, True, False],
+        caption=f"pretrained on one {rows[0]['device']} (GPU) and on one CPU thread; the last column says which "
+                f"of the two lmlib/pretrained/ ships")
 
 
 def lesson_checks_table(models: tuple[str, ...]):

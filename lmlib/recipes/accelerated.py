@@ -190,7 +190,7 @@ def pretrain_gpt(out_dir: str | Path, recipe: dict, device: torch.device, bf16: 
     from .shipping import save_shipped
 
     seed_everything(recipe["seed"])
-    _, tokenizer, shipped = G.load_pretrained()
+    tokenizer, shipped = G.load_tokenizer()  # the shipped BPE and config; the weights are not read
     train_texts, valid_texts = G.unsup_split(recipe["valid_reviews"])
     train_texts = train_texts[: recipe.get("train_reviews")]
     _ENCODER, eos = tokenizer, tokenizer.token_to_id(G.EOS)

@@ -1,13 +1,18 @@
-"""A GPT pretrained on IMDb reviews: the byte-level BPE, the seeded recipe behind the checkpoint shipped in
-``lmlib/pretrained/gpt_imdb/``, and its loader.
+"""A GPT pretrained on IMDb reviews: the byte-level BPE, the seeded one-core recipe, and the loader of the checkpoint
+shipped in ``lmlib/pretrained/gpt_imdb/``.
 
 Radford et al. (2018) pretrain on BooksCorpus (about 800M words) for 100 epochs of 512-token windows; this is the
-same objective, L_1 = Σ_i log P(u_i | u_{i−k}, ..., u_{i−1}), at a scale one CPU core finishes in about twenty
-minutes: IMDb's 50,000 unlabelled reviews, a byte-level BPE of 8,192 tokens trained on them (so the model and its
-tokenizer speak the same text, as in GPT-2), a 4-layer pre-norm GPT of 128 dimensions, and a few million tokens
-of random 128-token windows. ``python -m lmlib pretrain gpt --out lmlib/pretrained/gpt_imdb`` (or
-``python -m lmlib.recipes.gpt pretrain --out ...``) reproduces the checkpoint; :func:`load_pretrained` verifies its
-sha256 before loading.
+same objective, L_1 = Σ_i log P(u_i | u_{i−k}, ..., u_{i−1}), at a course's scale: IMDb's 50,000 unlabelled
+reviews, a byte-level BPE of 8,192 tokens trained on them (so the model and its tokenizer speak the same text, as in
+GPT-2), a 4-layer pre-norm GPT of 128 dimensions, random 128-token windows.
+
+Two recipes train it. This module's (``python -m lmlib pretrain gpt``, or ``python -m lmlib.recipes.gpt pretrain
+--out DIR``) is sized for one CPU core: about twenty minutes, a few million tokens, two per parameter, which is too
+little for the pretraining to transfer (its results are kept in
+``tests/benchmarks/results/gpt_finetune_short_pretraining.json``). The shipped checkpoint was made by the GPU recipe
+of :mod:`lmlib.recipes.accelerated` with this module's tokenizer and config (:data:`REBUILD`): 244M tokens, 131 per
+parameter, in about three minutes of one H200. :func:`load_pretrained` verifies either checkpoint's sha256 against
+the ``pretrain.json`` beside it before loading.
 
 The held-out reviews (the last ``valid_reviews`` of the unlabelled split) are never trained on; the validation
 perplexity is measured on them, per BPE token, and also as bits per character so it compares across tokenizers.
@@ -15,6 +20,7 @@ perplexity is measured on them, per BPE token, and also as bits per character so
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Iterator, Sequence
@@ -33,11 +39,11 @@ from ..training.schedules import WarmupCosine, weight_decay_groups
 from ..training.trainer import Trainer, evaluate
 from .finetuning import finetune_plan
 from .pretraining import PretrainRun, RunOptions, plan
-from .shipping import PRETRAINED_DIR, load_shipped, pretrain_command, save_shipped
+from .shipping import PRETRAINED_DIR, REPORT, load_shipped, pretrain_command, save_shipped, sha256_of
 
 NAME = "gpt_imdb"
 CHECKPOINT_DIR = PRETRAINED_DIR / NAME
-REBUILD = "python -m lmlib.recipes.gpt pretrain --out lmlib/pretrained/gpt_imdb"
+REBUILD = "python -m lmlib.recipes.accelerated gpt --out lmlib/pretrained/gpt_imdb --device cuda --deadline 215"  # a GPU
 EOS = SPECIAL_TOKENS["bpe"]["eos"]
 # <|endoftext|> separates reviews in pretraining; GPT-1's fine-tuning tokens are reserved in the vocabulary from
 # the start, so a fine-tuned model needs no new rows (they are never seen in pretraining: their vectors stay untrained).
@@ -192,6 +198,20 @@ def load_pretrained(directory: str | Path = CHECKPOINT_DIR) -> tuple[GPT, ByteLe
         tensors["lm_head.weight"] = tensors["tok_emb.weight"]
     model.load_state_dict(tensors)
     return model.eval(), ByteLevelBPE.load(Path(directory) / "tokenizer.json"), report
+
+
+def load_tokenizer(directory: str | Path = CHECKPOINT_DIR) -> tuple[ByteLevelBPE, dict]:
+    """``(tokenizer, report)`` of the shipped IMDb GPT after checking the tokenizer's sha256 alone: what rebuilding
+    the weights needs (:mod:`lmlib.recipes.accelerated` keeps this BPE), even when they are missing or corrupt."""
+    directory = Path(directory)
+    if not (directory / REPORT).is_file():
+        raise FileNotFoundError(f"no {REPORT} in {directory}: restore lmlib/pretrained/{NAME} from git")
+    report = json.loads((directory / REPORT).read_text())
+    path, expected = directory / "tokenizer.json", report.get("sha256", {}).get("tokenizer.json")
+    if not path.is_file() or expected is None or sha256_of(path) != expected:
+        raise ValueError(f"{path} is missing or does not have the sha256 {REPORT} records; restore it from git (the "
+                         f"tokenizer is rebuilt with `python -m lmlib.recipes.gpt pretrain`, which retrains the model too)")
+    return ByteLevelBPE.load(path), report
 
 
 def shakespeare_chars(valid_frac: float = 0.1) -> tuple[list[str], torch.Tensor, torch.Tensor]:

@@ -15,7 +15,14 @@ Each is trained on 100, 1,000 or all 25,000 labelled training reviews (a balance
 tested on the same seeded 1,000 of IMDb's 25,000 test reviews. Reviews are cut to 128 tokens by
 ``head_and_tail`` (the first 63 and last 63 BPE tokens around [start] ... [extract]). Every setting is in
 ``SETTINGS`` and in the JSON; runs can be split across invocations (``--sizes``, ``--seeds``, ``--conditions``):
-rows of an earlier run with the same settings and checkpoint are kept.
+rows of an earlier run with the same settings and checkpoint are kept. Runs side by side write to their own
+``--out`` and are joined with ``--merge``.
+
+Rows already measured with the same code are copied, each marked ``"from"``, never trained twice: the pretrained
+conditions at 100 and 1,000 labels from gpu_transfer_gpt.json when it was measured with the shipped checkpoint (same
+recipe, samples, test reviews and seeds, one CPU thread), and every random-init row and the dev sweep from
+gpt_finetune_short_pretraining.json (the results of the GPT shipped before, whose tokenizer and config this one
+shares: a random-init run never reads the pretrained weights). ``--train-again`` trains them instead.
 
     LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/bench_gpt_finetune.py --sizes 100 1000 --seeds 0 1 2
     LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/bench_gpt_finetune.py --sizes all --seeds 0
@@ -42,6 +49,7 @@ from lmlib.recipes.ulmfit import sample_balanced
 from lmlib.runtime import seed_everything
 
 RESULTS = Path(__file__).resolve().parent / "results" / "gpt_finetune.json"
+SHORT_PRETRAINING = RESULTS.with_name("gpt_finetune_short_pretraining.json")
 CONDITIONS = {"gpt_aux": dict(pretrained=True, lam=0.5), "gpt": dict(pretrained=True, lam=0.0),
               "scratch": dict(pretrained=False, lam=0.0, lr="dev"),
               "scratch_at_recipe_rate": dict(pretrained=False, lam=0.0)}
@@ -55,14 +63,29 @@ def main() -> None:
     parser.add_argument("--conditions", nargs="+", default=list(CONDITIONS), choices=list(CONDITIONS))
     parser.add_argument("--dev", action="store_true", help="only scratch's dev sweep (DEV: swept here, and copied)")
     parser.add_argument("--train-again", action="store_true",
-                        help="train scratch rows that gpu_transfer_gpt.json holds instead of copying them")
+                        help="train the rows that earlier results hold (see above) instead of copying them")
+    parser.add_argument("--out", type=Path, default=RESULTS, help=f"result file (default {RESULTS.name})")
+    parser.add_argument("--merge", nargs="+", type=Path, default=None,
+                        help="join these result files (runs side by side, same settings and checkpoint) into --out")
     args = parser.parse_args()
     torch.set_num_threads(SETTINGS["threads"])
 
     report = json.loads((G.CHECKPOINT_DIR / "pretrain.json").read_text())
     sha = report["sha256"][f"{G.NAME}.safetensors"]
-    rows = kept_rows(RESULTS, SETTINGS, sha)
-    dev_rows = json.loads(RESULTS.read_text()).get("dev_rows", []) if rows else []
+    rows = kept_rows(args.out, SETTINGS, sha)
+    dev_rows = json.loads(args.out.read_text()).get("dev_rows", []) if rows else []
+    def add_dev(more):  # a dev row (rate, seed) kept once, whichever source it came from
+        swept = {(r["n_labels"], r["lr"], r["seed"]) for r in dev_rows}
+        for r in more:
+            if (r["n_labels"], r["lr"], r["seed"]) not in swept:
+                dev_rows.append(r)
+                swept.add((r["n_labels"], r["lr"], r["seed"]))
+
+    if args.merge:
+        for part in args.merge:
+            have = {(r["condition"], r["size"], r["seed"]) for r in rows}
+            rows.extend(r for r in kept_rows(part, SETTINGS, sha) if (r["condition"], r["size"], r["seed"]) not in have)
+            add_dev(json.loads(part.read_text())["dev_rows"])
     done = {(r["condition"], r["size"], r["seed"]) for r in rows}
 
     _, tokenizer, _ = G.load_pretrained()
@@ -75,18 +98,25 @@ def main() -> None:
                 rates[str(n)] = chosen_rate(dev_rows, n)
             except RuntimeError:
                 pass
-        write_result(RESULTS, dict(
+        write_result(args.out, dict(
             what="GPT-1 fine-tuning on IMDb: pretrained with and without the auxiliary LM loss, and from scratch at its "
                  "own dev-chosen rate and at the recipe's",
             command="LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/bench_gpt_finetune.py",
             settings=SETTINGS, checkpoint_sha256=sha, machine=machine(), load=load(),
             dev_rows=dev_rows, scratch_rates=rates, rows=rows, summary=summarise(rows, ("condition", "n_labels"))))
 
+    if args.merge:
+        save()
+        return
     train = load_imdb("train")
     copied_dev, copied_tests = committed_scratch("gpt", SETTINGS["n_test"], SETTINGS["test_seed"])
+    copied_tests = [{**r, "size": str(r["n_labels"])} for r in copied_tests]
+    earlier_dev, earlier_tests = random_init_rows(report)
+    copied_dev += earlier_dev
+    copied_tests += earlier_tests + pretrained_rows(sha)
+    add_dev(copied_dev)  # the same row may come from both sources
+    swept = {(r["n_labels"], r["lr"], r["seed"]) for r in dev_rows}
     if args.dev:
-        swept = {(r["n_labels"], r["lr"], r["seed"]) for r in dev_rows}
-        dev_rows.extend(r for r in copied_dev if (r["n_labels"], r["lr"], r["seed"]) not in swept)
         save()
         dev_texts, dev_labels = dev_split(list(train.texts), list(train.labels))
         dev_inputs = G.review_inputs(tokenizer, dev_texts, G.FINETUNE_RECIPE["max_len"])
@@ -128,8 +158,9 @@ def main() -> None:
                     continue
                 spec = CONDITIONS[condition]
                 lr = chosen_rate(dev_rows, len(labels)) if spec.get("lr") == "dev" else G.FINETUNE_RECIPE["lr"]
-                same = [r for r in copied_tests if (r["lr"], r["n_labels"], r["seed"]) == (lr, len(labels), seed)]
-                if condition == "scratch" and same and not args.train_again:
+                same = [r for r in copied_tests if (r["condition"], r["size"], r["lr"], r["n_labels"], r["seed"])
+                        == (condition, size, lr, len(labels), seed)]
+                if same and not args.train_again:
                     rows.append(dict(condition=condition, size=size, **{k: same[0][k] for k in (
                         "n_labels", "seed", "lr", "accuracy", "steps", "train_seconds", "from")}))
                     print(f"{condition:8s} {size:>5s} seed {seed}: accuracy {rows[-1]['accuracy']:.3f} (lr {lr:.0e}, "
@@ -147,6 +178,37 @@ def main() -> None:
                 print(f"{condition:8s} {size:>5s} seed {seed}: accuracy {accuracy:.3f} (lr {lr:.0e}, {trainer.step} "
                       f"steps, {seconds:.0f} s)", flush=True)
                 save()
+
+
+def random_init_rows(report: dict) -> tuple[list[dict], list[dict]]:
+    """The dev sweep and the random-init rows (``scratch``, ``scratch_at_recipe_rate``) of the results of the GPT
+    shipped before (SHORT_PRETRAINING), each marked ``"from"``, when that GPT had this one's config and tokenizer
+    file and its results this script's settings; otherwise none."""
+    if not SHORT_PRETRAINING.is_file():
+        return [], []
+    earlier = json.loads(SHORT_PRETRAINING.read_text())
+    theirs = earlier["checkpoint_report"]
+    if (theirs["config"] != report["config"] or theirs["sha256"]["tokenizer.json"] != report["sha256"]["tokenizer.json"]
+            or earlier["settings"] != json.loads(json.dumps(SETTINGS))):
+        return [], []
+    name = SHORT_PRETRAINING.name
+    dev = [{**r, "from": r.get("from", name)} for r in earlier["dev_rows"]]
+    tests = [{**r, "from": r.get("from", name)} for r in earlier["rows"] if not CONDITIONS[r["condition"]]["pretrained"]]
+    return dev, tests
+
+
+def pretrained_rows(sha: str) -> list[dict]:
+    """gpu_transfer_gpt.json's rows of the pretrained conditions (λ = 0 and 0.5) at the recipe's rate, marked
+    ``"from"``, when it was measured on the CPU with the checkpoint whose weights have ``sha`` and on this script's
+    test reviews; otherwise none."""
+    name = "gpu_transfer_gpt.json"
+    data = json.loads((RESULTS.with_name(name)).read_text())
+    if (data["checkpoint"]["sha256"][f"{G.NAME}.safetensors"] != sha or data["device"] != ["cpu"]
+            or (data["settings"]["test_reviews"], data["settings"]["test_seed"]) != (SETTINGS["n_test"],
+                                                                                      SETTINGS["test_seed"])):
+        return []
+    return [{**r, "size": str(r["n_labels"]), "from": name} for r in data["rows"]
+            if r["condition"] in ("gpt", "gpt_aux") and r["lr"] == G.FINETUNE_RECIPE["lr"]]
 
 
 if __name__ == "__main__":

@@ -61,7 +61,8 @@ def chosen_rate(dev_rows: Sequence[dict], n_labels: int, **match) -> float:
         raise RuntimeError(f"the dev sweep at {n} labels for {match or 'scratch'} is not complete; run with --dev first")
     if len(by_rate) < 2:
         raise RuntimeError(f"no dev rows at {n} labels for {match or 'scratch'} that compare two rates")
-    return best_rate(rows)
+    one_per_seed = {(r["lr"], r["seed"]): r for r in rows}  # a row copied twice counts once
+    return best_rate(list(one_per_seed.values()))
 
 
 def same_scratch_model(model: str) -> None:
