@@ -3,7 +3,9 @@
 It sits at the repository root so that `pytest notebooks/03_rnn_lstm.ipynb` gets the same settings as the full run.
 """
 
+import json
 import os
+import sys
 
 import pytest
 
@@ -47,3 +49,44 @@ def pytest_xdist_node_collection_finished(node, ids):
     if ungrouped:
         pytest.exit(f"pytest-xdist's --dist loadgroup did not group {ungrouped[0]} (pytest {pytest.__version__}); "
                     "install the versions requirements.txt pins (pytest<9.2), or run with -p no:xdist", returncode=4)
+
+
+# Each notebook is executed once: where the JupyterLab browser test runs a notebook (Chromium found, the test not
+# deselected), it applies nbval's checks to that run (tests/browser/nbval_checks.py), and nbval's own run of the
+# notebook is left out here. Without Chromium the browser module is skipped at collection, collects no test, and
+# nbval runs every notebook as before; `pytest notebooks/06_awd_lstm.ipynb` alone runs nbval too.
+BROWSER_TEST = "tests/browser/test_notebooks_in_lab.py::test_notebook_in_jupyterlab["
+
+
+class _OnceInLab:
+    """A plugin of its own: its hook must run last (after -k and -m), the grouping hook above first."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config, items):
+        in_lab = {item.nodeid[len(BROWSER_TEST):-1] for item in items if item.nodeid.startswith(BROWSER_TEST)}
+        if not in_lab:
+            return
+        root = os.path.dirname(os.path.abspath(__file__))
+        sys.path.insert(0, os.path.join(root, "tests", "browser"))
+        from nbval_checks import covered
+
+        once = set()
+        for name in in_lab:
+            with open(os.path.join(root, "notebooks", name), encoding="utf-8") as fh:
+                if covered(json.load(fh)):
+                    once.add(f"notebooks/{name}")
+        left_out = [item for item in items if item.nodeid.split("::", 1)[0] in once]
+        if left_out:
+            config.hook.pytest_deselected(items=left_out)
+            items[:] = [item for item in items if item.nodeid.split("::", 1)[0] not in once]
+            config.lmlib_checked_in_lab = sorted(once)
+
+    def pytest_terminal_summary(self, terminalreporter, config):
+        once = getattr(config, "lmlib_checked_in_lab", None)
+        if once:
+            terminalreporter.write_line(f"nbval's checks ran inside the JupyterLab test's run of {len(once)} "
+                                        "notebooks (each notebook executed once; see conftest.py)")
+
+
+def pytest_configure(config):
+    config.pluginmanager.register(_OnceInLab(), "lmlib-once-in-lab")

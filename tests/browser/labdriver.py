@@ -476,6 +476,7 @@ class Report:
     console_errors: list[str] = field(default_factory=list)
     tolerated_console: list[str] = field(default_factory=list)
     screenshots: list[str] = field(default_factory=list)
+    executed: dict | None = field(default=None, repr=False)   # the notebook as JupyterLab holds it after Run All
 
     def add(self, where: str, what: str) -> None:
         self.problems.append(f"{where}: {what}")
@@ -868,6 +869,7 @@ def open_and_run(lab_page: LabPage, notebook: str, shots: Path, memory: MemoryMo
         page.click('.lm-MenuBar-itemLabel:text-is("Run")')
         page.click('.lm-Menu-item[data-command="runmenu:run-all"]')
         _wait_for_run(page, report)
+        report.executed = page.evaluate(JS_MODEL)   # before the widgets move: what nbval's checks read
         with contextlib.suppress(Exception):   # images still loading are judged as they are after 10 s
             page.wait_for_function(JS_IMAGES_SETTLED, timeout=10000)
 

@@ -102,3 +102,72 @@ def test_an_image_that_did_not_render_is_a_problem():
     assert "no <img>" in check_images(expected, [[], []])[0][1]
     hidden = [[], [{"src": "figures/a.svg", "natural": 780, "width": 0, "height": 0}]]
     assert "not visible" in check_images(expected, hidden)[0][1]
+
+
+# -- nbval's checks on the browser test's own run (nbval_checks) ------------------------------------------------
+
+def _tiny_notebook(cells):
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                                            "language": "python"}})
+    for source, tags, outputs in cells:
+        cell = nbformat.v4.new_code_cell(source, metadata={"tags": tags} if tags else {})
+        cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=text) for text in outputs]
+        cell.execution_count = 1 if outputs else None
+        nb.cells.append(cell)
+    return nb
+
+
+def test_nbval_checks_agree_with_nbval_itself(tmp_path):
+    # The reference: nbval run by pytest on a notebook whose checked cells' stored outputs are right (up to a
+    # sanitized timing), wrong, or unchecked; the same notebook executed by nbconvert and judged by nbval_problems.
+    import copy
+    import subprocess
+    import sys
+
+    import nbformat
+    from nbclient import NotebookClient
+    from nbval_checks import SANITIZE_FILE, nbval_problems
+
+    nb = _tiny_notebook([('print("took 1.5 s")', ["nbval-check-output"], ["took 2.0 s\n"]),   # sanitized: same
+                         ("print(1 + 1)", ["nbval-check-output"], ["3\n"]),                  # wrong
+                         ("print(2 + 2)", [], ["5\n"]),                                      # not checked
+                         ("print(3 + 3)", ["nbval-ignore-output"], ["7\n"])])                # ignored
+    path = tmp_path / "tiny.ipynb"
+    nbformat.write(nb, path)
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                          "-o", "addopts=", "--nbval-lax", "--nbval-sanitize-with", str(SANITIZE_FILE), str(path)],
+                         capture_output=True, text=True, cwd=tmp_path)
+    failed = sorted(int(m) for m in __import__("re").findall(r"FAILED \S+::Cell (\d+)", run.stdout))
+    assert failed == [1], run.stdout[-2000:]
+    executed = copy.deepcopy(nb)
+    NotebookClient(executed, kernel_name="python3", timeout=60).execute()
+    problems = nbval_problems(nb, executed)
+    assert [cell for cell, _ in problems] == failed
+    assert "stored '3\\n', this run '2\\n'" in problems[0][1]
+
+
+def test_nbval_checks_find_errors_unrun_cells_and_stale_references_and_read_labs_json():
+    import copy
+
+    from nbval_checks import covered, nbval_problems
+
+    stored = _tiny_notebook([("print(1)", ["nbval-check-output"], ["1\n"]), ("x = 1", [], [])])
+    run = copy.deepcopy(stored)
+    run.cells[0].outputs[0].text = ["1", "\n"]   # JupyterLab's model may keep multi-line strings as lists
+    run.cells[1].execution_count = 2
+    assert nbval_problems(stored, run) == []
+    broken = copy.deepcopy(run)
+    broken.cells[1].outputs = [{"output_type": "error", "ename": "NameError", "evalue": "y", "traceback": []}]
+    assert nbval_problems(stored, broken) == [(1, "nbval: cell execution caused an exception: NameError: y")]
+    unrun = copy.deepcopy(run)
+    unrun.cells[1].execution_count = None
+    assert nbval_problems(stored, unrun) == [(1, "nbval: the cell did not run")]
+    stale = copy.deepcopy(stored)
+    stale.cells[1].outputs = run.cells[0].outputs
+    assert nbval_problems(stale, run) == [(1, "nbval: unrun reference cell has outputs")]
+    assert covered(stored)
+    skipping = copy.deepcopy(stored)
+    skipping.cells[1].metadata["tags"] = ["nbval-skip"]
+    assert not covered(skipping)   # nbval itself runs a notebook that skips or expects exceptions

@@ -19,7 +19,10 @@ JupyterLab, presses Run All, waits until the kernel is idle and every prompt is 
 - no float artefacts (0.09999999999999999, 5.000000000000001) in output text or figure titles, also after the
   controls moved;
 - widget labels are not cut off and text inputs show their whole default value;
-- the kernel's peak memory (with its child processes) stays within 1.5 GB.
+- the kernel's peak memory (with its child processes) stays within 1.5 GB;
+- nbval's checks (lax mode) hold for this run (nbval_checks.py): no cell raised, and every cell tagged
+  nbval-check-output shows its stored outputs after sanitizing. The root conftest.py then leaves out nbval's own
+  run of the notebook, so each notebook is executed once.
 
 Run time and peak memory per notebook go to tests/browser/artifacts/summary.json, a screenshot of every widget to
 tests/browser/artifacts/<notebook>/.
@@ -37,6 +40,7 @@ from pathlib import Path
 
 import pytest
 from labdriver import REPO, LabPage, LabServer, MemoryMonitor, find_chromium, open_and_run, prepare_root
+from nbval_checks import covered, nbval_problems
 
 CHROMIUM = find_chromium()
 if CHROMIUM is None:
@@ -136,6 +140,9 @@ def test_notebook_in_jupyterlab(notebook, lab, lab_page):
     lab.shutdown_kernels()
     report.peak_rss_mb = round(memory.peak / 2**20)
     problems += report.problems
+    reference = json.loads((REPO / "notebooks" / notebook).read_text(encoding="utf-8"))
+    if report.executed is not None and covered(reference):   # nbval's checks on this run (conftest.py skips its own)
+        problems += [f"cell {cell}: {problem}" for cell, problem in nbval_problems(reference, report.executed)]
     for url in report.blocked_requests:
         problems.append(f"network: a request left 127.0.0.1 and was aborted: {url[:200]}")
     for message, count in Counter(report.console_errors).items():
