@@ -81,6 +81,13 @@ class _OnceInLab:
             items[:] = [item for item in items if item.nodeid.split("::", 1)[0] not in once]
             config.lmlib_checked_in_lab = sorted(once)
 
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node, ids):
+        """Under xdist the workers collect: the controller reads which notebooks they left to the browser test."""
+        in_lab = sorted(i[len(BROWSER_TEST):-1] for i in ids if i.startswith(BROWSER_TEST))
+        by_nbval = {i.split("::", 1)[0] for i in ids if i.startswith("notebooks/")}
+        node.config.lmlib_checked_in_lab = [f"notebooks/{n}" for n in in_lab if f"notebooks/{n}" not in by_nbval]
+
     def pytest_terminal_summary(self, terminalreporter, config):
         once = getattr(config, "lmlib_checked_in_lab", None)
         if once:
