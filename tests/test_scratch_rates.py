@@ -68,15 +68,18 @@ def test_balanced_subset_by_hand():
 
 def test_replace_swaps_one_variants_rows_and_keeps_the_rest(tmp_path, monkeypatch):
     row = dict(max_len=128, n_test=10)
-    committed = {"checkpoint": {"imdb_sha256": "abc"}, "parts": [{"variant": "ulmfit", "vocab_words_sha": "w"},
-                                                                {"variant": "scratch", "vocab_words_sha": "w"}],
+    def made(variant, max_len):  # a part's record: its variant and its settings
+        return {"variant": variant, "vocab_words_sha": "w", "settings": {"max_len": max_len}}
+
+    committed = {"checkpoint": {"imdb_sha256": "abc"}, "parts": [made("ulmfit", 128), made("ulmfit", 512),
+                                                                made("scratch", 128)],
                  "rows": [dict(row, variant="ulmfit", seed=0, n_labels=100, accuracy=0.6),
                           dict(row, variant="scratch", seed=0, n_labels=100, accuracy=0.5),
                           dict(row, variant="scratch", seed=0, n_labels=500, accuracy=0.52)]}
     results = tmp_path / "ulmfit_imdb.json"
     results.write_text(json.dumps(committed))
     part = tmp_path / "part.json"
-    part.write_text(json.dumps({"variant": "scratch", "vocab_words_sha": "w", "checkpoint": None,
+    part.write_text(json.dumps({**made("scratch", 128), "checkpoint": None,
                                 "sweep": {"chosen": 0.003},
                                 "rows": [dict(row, variant="scratch", seed=s, n_labels=100, eta_top=0.003,
                                               accuracy=a) for s, a in ((0, 0.7), (1, 0.8))]}))
@@ -88,6 +91,17 @@ def test_replace_swaps_one_variants_rows_and_keeps_the_rest(tmp_path, monkeypatc
     scratch_100 = next(s for s in out["summary"] if (s["variant"], s["n_labels"]) == ("scratch", 100))
     assert scratch_100["seeds"] == 2 and scratch_100["mean"] == pytest.approx(0.75)
     assert out["checkpoint"]["imdb_sha256"] == "abc" and out["rate_sweeps"] == {"scratch": {"chosen": 0.003}}
+    assert [(p["variant"], p["settings"]["max_len"]) for p in out["parts"]] == [("ulmfit", 128), ("ulmfit", 512),
+                                                                               ("scratch", 128)]
+    longer = tmp_path / "longer.json"   # more seeds of one cut: the variant's parts of other cuts stay
+    longer.write_text(json.dumps({**made("ulmfit", 512), "checkpoint": {"imdb_sha256": "abc"}, "note": "new",
+                                  "rows": [dict(row, max_len=512, variant="ulmfit", seed=1, n_labels=1000,
+                                                accuracy=0.61)]}))
+    UL.replace([longer])
+    out = json.loads(results.read_text())
+    assert [(p["variant"], p["settings"]["max_len"], p.get("note")) for p in out["parts"]] == [
+        ("ulmfit", 128, None), ("scratch", 128, None), ("ulmfit", 512, "new")]
+    assert ("ulmfit", 100, 0, 0.6) in [(r["variant"], r["n_labels"], r["seed"], r["accuracy"]) for r in out["rows"]]
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"variant": "scratch", "vocab_words_sha": "other", "checkpoint": None, "rows": []}))
     with pytest.raises(ValueError, match="another vocabulary"):

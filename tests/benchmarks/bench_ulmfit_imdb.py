@@ -215,7 +215,8 @@ def merge(paths: list[Path]) -> None:
 
 def replace(paths: list[Path]) -> None:
     """Put the rows of ``paths`` (parts of one variant) into the committed result in place of that variant's rows
-    at the same label counts and max_len, recompute the summary, and keep the parts' settings and sweeps."""
+    at the same label counts and max_len, recompute the summary, and keep the parts' settings and sweeps (in place
+    of the committed parts of the same variant and max_len)."""
     result = json.loads(RESULTS.read_text())
     parts = [json.loads(p.read_text()) for p in paths]
     words = {p["vocab_words_sha"] for p in result["parts"]} | {p["vocab_words_sha"] for p in parts}
@@ -229,7 +230,8 @@ def replace(paths: list[Path]) -> None:
     rows = [r for r in result["rows"] if (r["variant"], r["n_labels"], r["max_len"]) not in replaced] + list(new.values())
     rows.sort(key=lambda r: (list(VARIANTS).index(r["variant"]), r["max_len"], r["n_labels"], r["seed"]))
     result.update(summary=summarize(rows), rows=rows)
-    result["parts"] = [p for p in result["parts"] if p["variant"] not in {k[0] for k in new}] + [
+    redone = {(p["variant"], p["settings"]["max_len"]) for p in parts}  # the committed parts of other cuts stay
+    result["parts"] = [p for p in result["parts"] if (p["variant"], p["settings"]["max_len"]) not in redone] + [
         {k: v for k, v in p.items() if k not in ("rows", "what", "sweep")} for p in parts]
     sweeps = {p["variant"]: p["sweep"] for p in parts if "sweep" in p}
     result["rate_sweeps"] = {**result.get("rate_sweeps", {}), **sweeps}
