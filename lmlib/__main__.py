@@ -103,13 +103,13 @@ def _shipped_dirs() -> set[Path]:
 
 
 def _gpu_rebuild(folder: Path) -> str | None:
-    """The command that made the checkpoint in ``folder`` when it was pretrained on a GPU (its ``pretrain.json``
-    names a CUDA device), else None."""
-    report = folder / "pretrain.json"
-    if not report.is_file():
+    """The command that made the checkpoint in ``folder`` when it was pretrained on a GPU, else None."""
+    from .recipes.shipping import REPORT, pretrained_on_gpu
+
+    if not (folder / REPORT).is_file():
         return None
-    recorded = json.loads(report.read_text())
-    return recorded.get("rebuild") if recorded.get("run", {}).get("device") == "cuda" else None
+    recorded = json.loads((folder / REPORT).read_text())
+    return recorded.get("rebuild") if pretrained_on_gpu(recorded) else None
 
 
 def pretrain_main(args: argparse.Namespace) -> int:

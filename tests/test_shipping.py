@@ -46,6 +46,17 @@ def test_a_changed_or_missing_file_is_refused_with_the_rebuild_command(tmp_path)
         shipping.verify_shipped(tmp_path, rebuild="make toy")
 
 
+def test_verifying_some_files_checks_those_and_refuses_one_the_report_does_not_list(tmp_path):
+    _save(tmp_path)
+    (tmp_path / "toy.safetensors").write_bytes(b"not weights")   # the file left out of the check
+    assert shipping.verify_shipped(tmp_path, rebuild="make toy", files=("vocab.json",))["sha256"]
+    with pytest.raises(ValueError, match="sha256.*make toy"):
+        shipping.verify_shipped(tmp_path, rebuild="make toy", files=("toy.safetensors",))
+    with pytest.raises(ValueError, match="records no sha256 for merges.txt"):
+        shipping.verify_shipped(tmp_path, rebuild="make toy", files=("merges.txt",))
+    assert shipping.pretrained_on_gpu({"run": {"device": "cuda"}}) and not shipping.pretrained_on_gpu({})
+
+
 def test_the_pretrain_command_passes_its_options_and_prints_the_report(capsys):
     calls = []
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 from ..recipes import bert, elmo, gpt, ulmfit
+from ..recipes.shipping import pretrained_on_gpu
 from . import results
 from .leaderboard import PUBLISHED
 from .results import load_checked, refuse_another_checkpoint
@@ -240,7 +241,7 @@ def staged_report(checkpoint: str) -> dict:
 
 def gpu_shipped(checkpoint: str) -> bool:
     """Was the shipped ``checkpoint`` pretrained on a GPU (``lmlib.recipes.accelerated``)?"""
-    return checkpoint in CHECKPOINTS and shipped_report(checkpoint).get("run", {}).get("device") == "cuda"
+    return checkpoint in CHECKPOINTS and pretrained_on_gpu(shipped_report(checkpoint))
 
 
 SHORT_PRETRAINING = {  # shipped checkpoint replaced by a GPU-pretrained one -> the archived results of the CPU one

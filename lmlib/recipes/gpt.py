@@ -20,7 +20,6 @@ perplexity is measured on them, per BPE token, and also as bits per character so
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Iterator, Sequence
@@ -39,7 +38,7 @@ from ..training.schedules import WarmupCosine, weight_decay_groups
 from ..training.trainer import Trainer, evaluate
 from .finetuning import finetune_plan
 from .pretraining import PretrainRun, RunOptions, plan
-from .shipping import PRETRAINED_DIR, REPORT, load_shipped, pretrain_command, save_shipped, sha256_of
+from .shipping import PRETRAINED_DIR, load_shipped, pretrain_command, save_shipped, verify_shipped
 
 NAME = "gpt_imdb"
 CHECKPOINT_DIR = PRETRAINED_DIR / NAME
@@ -203,15 +202,9 @@ def load_pretrained(directory: str | Path = CHECKPOINT_DIR) -> tuple[GPT, ByteLe
 def load_tokenizer(directory: str | Path = CHECKPOINT_DIR) -> tuple[ByteLevelBPE, dict]:
     """``(tokenizer, report)`` of the shipped IMDb GPT after checking the tokenizer's sha256 alone: what rebuilding
     the weights needs (:mod:`lmlib.recipes.accelerated` keeps this BPE), even when they are missing or corrupt."""
-    directory = Path(directory)
-    if not (directory / REPORT).is_file():
-        raise FileNotFoundError(f"no {REPORT} in {directory}: restore lmlib/pretrained/{NAME} from git")
-    report = json.loads((directory / REPORT).read_text())
-    path, expected = directory / "tokenizer.json", report.get("sha256", {}).get("tokenizer.json")
-    if not path.is_file() or expected is None or sha256_of(path) != expected:
-        raise ValueError(f"{path} is missing or does not have the sha256 {REPORT} records; restore it from git (the "
-                         f"tokenizer is rebuilt with `python -m lmlib.recipes.gpt pretrain`, which retrains the model too)")
-    return ByteLevelBPE.load(path), report
+    # a new tokenizer comes only with the one-core recipe, which trains the model as well
+    report = verify_shipped(directory, "python -m lmlib.recipes.gpt pretrain", files=("tokenizer.json",))
+    return ByteLevelBPE.load(Path(directory) / "tokenizer.json"), report
 
 
 def shakespeare_chars(valid_frac: float = 0.1) -> tuple[list[str], torch.Tensor, torch.Tensor]:

@@ -69,8 +69,9 @@ def save_shipped(out_dir: str | Path, name: str, state_dict: Mapping[str, torch.
     return report
 
 
-def verify_shipped(directory: str | Path, rebuild: str) -> dict:
-    """The ``pretrain.json`` of ``directory`` after checking that every file it lists has the recorded sha256.
+def verify_shipped(directory: str | Path, rebuild: str, files: Sequence[str] | None = None) -> dict:
+    """The ``pretrain.json`` of ``directory`` after checking that every file it lists (or only ``files``, each of
+    which it must list) has the recorded sha256.
 
     ``rebuild`` is the command that reproduces the checkpoint; it goes into every error message."""
     directory = Path(directory)
@@ -79,7 +80,14 @@ def verify_shipped(directory: str | Path, rebuild: str) -> dict:
         raise FileNotFoundError(f"no {REPORT} in {directory}: this is not a shipped checkpoint folder. "
                                 f"Restore it from git or rebuild it with `{rebuild}`")
     report = json.loads(report_path.read_text())
-    for file_name, expected in report.get("sha256", {}).items():
+    recorded = report.get("sha256", {})
+    unlisted = [f for f in files or () if f not in recorded]
+    if unlisted:
+        raise ValueError(f"{REPORT} in {directory} records no sha256 for {unlisted[0]}, so it cannot be verified; "
+                         f"rebuild the checkpoint with `{rebuild}`")
+    for file_name, expected in recorded.items():
+        if files is not None and file_name not in files:
+            continue
         path = directory / file_name
         if not path.is_file():
             raise FileNotFoundError(f"{file_name} is missing from {directory}; restore it from git or rebuild it with `{rebuild}`")
@@ -88,6 +96,11 @@ def verify_shipped(directory: str | Path, rebuild: str) -> dict:
             raise ValueError(f"{path} has sha256 {actual}, but {REPORT} records {expected}: the file is corrupt or was "
                              f"replaced. Restore it from git or rebuild the checkpoint with `{rebuild}`")
     return report
+
+
+def pretrained_on_gpu(report: dict) -> bool:
+    """Does a checkpoint's ``pretrain.json`` say it was pretrained on a CUDA GPU (``lmlib.recipes.accelerated``)?"""
+    return report.get("run", {}).get("device") == "cuda"
 
 
 def load_shipped(directory: str | Path, name: str, rebuild: str) -> tuple[dict, dict[str, torch.Tensor], dict]:
