@@ -24,9 +24,28 @@ if "LMLIB_DATA_DIR" not in os.environ and os.path.isfile(os.path.join(_MIRROR, "
 
 
 # With pytest-xdist (`-n 2 --dist loadgroup`, as pyproject.toml asks) each test file runs whole on one worker: a
-# notebook's nbval cells share one kernel and must run in order, and a module's fixtures are built once. The one
-# exception is the JupyterLab browser test, whose notebooks are independent and long: they spread over the workers.
-SPREAD_OVER_WORKERS = ("tests/browser/test_notebooks_in_lab.py",)
+# notebook's nbval cells share one kernel and must run in order, and a module's fixtures are built once. The
+# exceptions are the JupyterLab browser test and the Binder sessions, whose notebooks are independent and long:
+# they spread over the workers.
+SPREAD_OVER_WORKERS = ("tests/browser/test_notebooks_in_lab.py", "tests/test_binder.py")
+
+# xdist hands out the groups in collection order, the next one to whichever worker is free. Longest first keeps the
+# two workers busy to the end instead of leaving one alone with a long notebook (longest-processing-time-first);
+# the order is that of a fresh clone's `--durations` (each at least 40 s there), everything else after it as collected.
+LAB = "tests/browser/test_notebooks_in_lab.py::test_notebook_in_jupyterlab["
+BINDER = "tests/test_binder.py::test_notebook_in_a_binder_session_asks_the_hub_nothing_and_stays_within_memory["
+LONGEST_FIRST = ("tests/test_pretrain_cli.py", f"{LAB}04_attention.ipynb]", f"{LAB}03_rnn_lstm.ipynb]",
+                 f"{LAB}07_ulmfit.ipynb]", f"{LAB}09_gpt.ipynb]", f"{LAB}10_bert.ipynb]", f"{LAB}05_transformer.ipynb]",
+                 f"{LAB}11_transformer_xl_gpt2_gpt3.ipynb]", f"{LAB}08_elmo.ipynb]",
+                 f"{LAB}02_neural_lms_and_word2vec.ipynb]", f"{BINDER}09_gpt]", f"{BINDER}11_transformer_xl_gpt2_gpt3]",
+                 f"{BINDER}10_bert]")
+
+
+def _rank(nodeid: str) -> int:
+    for rank, start in enumerate(LONGEST_FIRST):
+        if nodeid == start or nodeid.startswith(start + "::"):
+            return rank
+    return len(LONGEST_FIRST)
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups
@@ -38,6 +57,7 @@ def pytest_collection_modifyitems(config, items):
         path = item.nodeid.split("::", 1)[0]
         if path not in SPREAD_OVER_WORKERS and not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group(path))
+    items.sort(key=lambda item: _rank(item.nodeid))  # stable: a group's items keep their order
 
 
 @pytest.hookimpl(optionalhook=True)

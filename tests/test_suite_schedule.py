@@ -1,0 +1,70 @@
+"""The root conftest.py's schedule for `pytest -n 2 --dist loadgroup`: every test file is one xdist group except the
+independent notebook runs, and the longest groups are handed out first (tested on stand-in items)."""
+
+import importlib.util
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _root_conftest():
+    spec = importlib.util.spec_from_file_location("root_conftest_under_test", ROOT / "conftest.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class Item:
+    def __init__(self, nodeid):
+        self.nodeid, self.groups = nodeid, []
+
+    def get_closest_marker(self, name):
+        return self.groups[0] if name == "xdist_group" and self.groups else None
+
+    def add_marker(self, marker):
+        self.groups.append(marker)
+
+
+def test_the_longest_groups_come_first_and_each_file_stays_together_in_order():
+    conftest = _root_conftest()
+    lab, binder = conftest.LAB, conftest.BINDER
+    ids = ["notebooks/01_ngrams.ipynb::Cell 0", "notebooks/01_ngrams.ipynb::Cell 1", "tests/test_bert.py::test_a",
+           f"{lab}00_start_here.ipynb]", f"{lab}03_rnn_lstm.ipynb]", "tests/test_binder.py::test_license",
+           f"{binder}10_bert]", "tests/test_pretrain_cli.py::test_one", f"{lab}04_attention.ipynb]",
+           "tests/test_pretrain_cli.py::test_two[gpt]", "tests/test_bert.py::test_b"]
+    items = [Item(i) for i in ids]
+    conftest.pytest_collection_modifyitems(SimpleNamespace(option=SimpleNamespace(dist="loadgroup")), items)
+    assert [i.nodeid for i in items] == [
+        "tests/test_pretrain_cli.py::test_one", "tests/test_pretrain_cli.py::test_two[gpt]", f"{lab}04_attention.ipynb]",
+        f"{lab}03_rnn_lstm.ipynb]", f"{binder}10_bert]", "notebooks/01_ngrams.ipynb::Cell 0",
+        "notebooks/01_ngrams.ipynb::Cell 1", "tests/test_bert.py::test_a", f"{lab}00_start_here.ipynb]",
+        "tests/test_binder.py::test_license", "tests/test_bert.py::test_b"]
+    groups = {i.nodeid: [m.args[0] for m in i.groups] for i in items}
+    assert groups["notebooks/01_ngrams.ipynb::Cell 1"] == ["notebooks/01_ngrams.ipynb"]  # one kernel, in order
+    assert groups["tests/test_pretrain_cli.py::test_two[gpt]"] == ["tests/test_pretrain_cli.py"]
+    assert groups[f"{lab}04_attention.ipynb]"] == groups[f"{binder}10_bert]"] == []  # spread over the workers
+
+
+@pytest.mark.parametrize("name", ["LAB", "BINDER"])
+def test_every_named_long_test_exists(name):
+    # A renamed test would silently lose its place at the front of the queue.
+    conftest = _root_conftest()
+    start = getattr(conftest, name)
+    path, function = start.split("::")
+    assert f"def {function.removesuffix('[')}(" in (ROOT / path).read_text()
+    for entry in conftest.LONGEST_FIRST:
+        if entry.startswith(start):
+            param = entry[len(start):-1]
+            assert (ROOT / "notebooks" / param).is_file() or (ROOT / "notebooks" / f"{param}.ipynb").is_file(), entry
+    assert (ROOT / conftest.LONGEST_FIRST[0]).is_file()
+
+
+def test_without_loadgroup_nothing_is_grouped_or_moved():
+    conftest = _root_conftest()
+    items = [Item("tests/test_bert.py::test_a"), Item("tests/test_pretrain_cli.py::test_one")]
+    conftest.pytest_collection_modifyitems(SimpleNamespace(option=SimpleNamespace(dist="no")), items)
+    assert [i.nodeid for i in items] == ["tests/test_bert.py::test_a", "tests/test_pretrain_cli.py::test_one"]
+    assert not items[0].groups
