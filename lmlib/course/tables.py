@@ -65,6 +65,6 @@ def by_labels(rows: Sequence[Mapping], extra: Sequence[tuple[str, str]] = (), ca
 def _shown(value: object) -> str:
     if value is None:
         return "–"
-    if isinstance(value, (int, float)) and abs(value) >= 1e6:
-        return f"{value / 1e6:.0f}M"
+    if isinstance(value, (int, float)) and abs(value) >= 1e6:  # one decimal below ten million: 7.5M, not 8M
+        return f"{value / 1e6:.1f}M" if abs(value) < 1e7 else f"{value / 1e6:.0f}M"
     return str(value)
