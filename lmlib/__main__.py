@@ -55,9 +55,10 @@ def _pretrain_parser(groups) -> None:
         description=f"Train one of the checkpoints shipped in lmlib/pretrained/ with its seeded recipe:\n{models}\n\n"
                     "With --preset full, one thread (the default) and --device cpu this is exactly the recorded run, so "
                     "it reproduces the shipped sha256 (on a CPU-only machine the default --device auto is the CPU) of "
-                    "awd-lstm, elmo and bert. The shipped gpt was pretrained on a GPU by `python -m "
-                    "lmlib.recipes.accelerated gpt` (its pretrain.json has the command); here gpt --preset full is the "
-                    "one-core recipe shipped before it (4.1M tokens, too few to transfer).\n"
+                    "awd-lstm and elmo. The shipped gpt and bert were pretrained on a GPU by `python -m "
+                    "lmlib.recipes.accelerated gpt` (and `... bert`; each pretrain.json has the command); here gpt and "
+                    "bert --preset full are the one-core recipes shipped before them (4.1M and 7.5M tokens, too few to "
+                    "transfer).\n"
                     "Every option, the device and the output folder are checked before any data is read.\n\n"
                     f"Several processes (data-parallel: each global batch is split between them; rank 0 alone prints "
                     f"and writes files):\n  {TORCHRUN_EXAMPLE}",

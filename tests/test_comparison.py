@@ -137,23 +137,34 @@ def test_the_gpu_transfer_result_agrees_with_its_rows_and_the_shipped_checkpoint
             assert s["se"] == pytest.approx(statistics.stdev(values) / math.sqrt(len(values)))
 
 
-def test_longer_pretraining_rows_are_the_committed_summaries():
-    rows = comparison.longer_pretraining_rows()
+@pytest.mark.parametrize("model", ["gpt", "bert"])
+def test_longer_pretraining_rows_are_the_committed_summaries(model):
+    rows = comparison.longer_pretraining_rows(model)
     by = {(r["method"], r["n_labels"]): r for r in rows}
-    shipped = {(s["condition"], s["n_labels"]): s["mean"] for s in results.load("gpt_finetune")["summary"]}
-    short = {(s["condition"], s["n_labels"]): s["mean"]
-             for s in results.load("gpt_finetune_short_pretraining")["summary"]}
-    gpu = {(s.get("condition"), s["n_labels"]): s["mean"] for s in results.load("gpu_transfer_gpt")["summary"]}
+    checkpoint, result, condition, _, task = comparison.LONGER_PRETRAINING[model]
+    name = comparison.GPU_MODELS[model][1]
+
+    def summary(file):
+        return {(s["condition"], s["n_labels"]): s["mean"] for s in results.load(file)["summary"]
+                if s.get("task", task) == task}
+    shipped, short = summary(result), summary(f"{result}_short_pretraining")
+    gpu = {(s.get("condition"), s["n_labels"]): s["mean"] for s in results.load(f"gpu_transfer_{model}")["summary"]}
     for n in (100, 1000, 25000):
-        assert by[("GPT architecture, random init", n)]["mean"] == shipped[("scratch", n)]
-        assert by[("GPT fine-tuned, short CPU pretraining (shipped before)", n)]["mean"] == short[("gpt", n)]
-        assert by[("GPT fine-tuned, GPU pretraining (shipped)", n)]["mean"] == shipped[("gpt", n)]
-    for n in (100, 1000):
-        assert by[("GPT fine-tuned, GPU pretraining, mean-pooled head", n)]["mean"] == gpu[("gpt_mean", n)]
-    assert by[("GPT fine-tuned, GPU pretraining (shipped)", 100)]["tokens"] == G.load_tokenizer()[1]["tokens_seen"]
-    assert by[("GPT fine-tuned, short CPU pretraining (shipped before)", 100)]["tokens"] == 4_096_000
-    probes = [r for r in rows if r["method"].startswith("frozen features")]
+        assert by[(f"{name} architecture, random init", n)]["mean"] == shipped[("scratch", n)]
+        assert by[(f"{name} fine-tuned, short CPU pretraining (shipped before)", n)]["mean"] == short[(condition, n)]
+        assert by[(f"{name} fine-tuned, GPU pretraining (shipped)", n)]["mean"] == shipped[(condition, n)]
+    if model == "gpt":
+        for n in (100, 1000):
+            assert by[("GPT fine-tuned, GPU pretraining, mean-pooled head", n)]["mean"] == gpu[("gpt_mean", n)]
+    assert by[(f"{name} fine-tuned, GPU pretraining (shipped)", 100)]["tokens"] == \
+        comparison.shipped_report(checkpoint)["tokens_seen"]
+    assert by[(f"{name} fine-tuned, short CPU pretraining (shipped before)", 100)]["tokens"] == \
+        {"gpt": 4_096_000, "bert": 7_548_392}[model]
+    probes = [r for r in rows if r["method"].startswith("frozen")]
     assert {r["n_labels"] for r in probes} == {100, 1000} and len(probes) == 4
+    best = max((s for s in results.load(f"gpu_transfer_{model}")["summary"]
+                if s.get("init") == "pretrained" and s["n_labels"] == 1000), key=lambda s: s["mean"])
+    assert by[(next(r["method"] for r in probes if "GPU" in r["method"]), 1000)]["mean"] == best["mean"]
     assert all(0 < r["mean"] < 1 and (r["se"] is None) == (r["seeds"] == 1) for r in rows)
 
 
@@ -173,8 +184,9 @@ def test_the_archived_cpu_checkpoint_must_be_the_one_its_rows_were_measured_with
     serve_stale(monkeypatch, "gpt_finetune_short_pretraining", lambda data: data.update(checkpoint_sha256="0" * 64))
     with pytest.raises(RuntimeError, match="is not the checkpoint its rows were measured with"):
         comparison.short_pretraining_report("gpt_imdb")
-    with pytest.raises(ValueError, match="'bert_imdb' has not been replaced"):
-        comparison.short_pretraining_report("bert_imdb")
+    assert comparison.short_pretraining_report("bert_imdb")["tokens_seen"] == 7_548_392
+    with pytest.raises(ValueError, match="'elmo_imdb' has not been replaced"):
+        comparison.short_pretraining_report("elmo_imdb")
 
 
 # -- every GPU-pretrained checkpoint: rows, the course's checks, the staged checkpoints ---------------------------
@@ -250,7 +262,7 @@ def test_lesson_checks_are_the_differences_of_the_rows(model):
 def test_a_gpu_result_of_another_staged_checkpoint_is_refused(monkeypatch):
     serve_stale(monkeypatch, "gpu_transfer_bert",
                 lambda data: data["checkpoint"]["sha256"].update({"bert_imdb.safetensors": "0" * 64}))
-    with pytest.raises(RuntimeError, match="another checkpoint than the staged bert_imdb"):
+    with pytest.raises(RuntimeError, match="another checkpoint than the GPU-pretrained bert_imdb"):  # staged, or shipped
         comparison.gpu_transfer_rows("bert")
     with pytest.raises(ValueError, match="unknown model 'gpt-2'"):
         comparison.gpu_transfer_rows("gpt-2")
@@ -265,9 +277,17 @@ def test_staged_pretraining_rows_read_each_report_and_count_ulmfits_parameters()
     assert rows["gpt_imdb"]["shipped"] == "GPU" and rows["gpt_imdb"]["device"] == gpt["run"]["device_name"]
     assert rows["gpt_imdb"]["gpu_value"] == gpt["valid_ppl"] and rows["gpt_imdb"]["gpu_tokens"] == gpt["tokens_seen"]
     assert rows["gpt_imdb"]["cpu_value"] == comparison.short_pretraining_report("gpt_imdb")["valid_ppl"]
-    bert = comparison.staged_report("bert_imdb")  # staged: beside the shipped CPU checkpoint
-    assert rows["bert_imdb"]["shipped"] == "CPU" and rows["bert_imdb"]["gpu_tokens"] == bert["tokens_seen"]
-    assert rows["bert_imdb"]["cpu_value"] == comparison.shipped_report("bert_imdb")["valid"]["mlm_accuracy"]
+    bert = comparison.shipped_report("bert_imdb")  # shipped too
+    assert rows["bert_imdb"]["shipped"] == "GPU" and rows["bert_imdb"]["gpu_tokens"] == bert["tokens_seen"]
+    cpu_bert = comparison.short_pretraining_report("bert_imdb")["valid"]["mlm_accuracy"]
+    assert rows["bert_imdb"]["cpu_value"] == cpu_bert
+    # staged beside a GPU checkpoint that ships: the CPU column is still the CPU checkpoint, and neither one ships
+    mlm = comparison.staged_report("bert_mlm_imdb")
+    assert rows["bert_mlm_imdb"]["shipped"].startswith("neither") and rows["bert_mlm_imdb"]["cpu_value"] == cpu_bert
+    assert rows["bert_mlm_imdb"]["gpu_value"] == mlm["valid"]["mlm_accuracy"]
+    elmo = comparison.staged_report("elmo_imdb")  # staged: beside the shipped CPU checkpoint
+    assert rows["elmo_imdb"]["shipped"] == "CPU" and rows["elmo_imdb"]["gpu_tokens"] == elmo["tokens_seen"]
+    assert rows["elmo_imdb"]["cpu_value"] == comparison.shipped_report("elmo_imdb")["valid_forward_ppl"]
     ulm = comparison.staged_report("ulmfit_imdb")
     weights = load_file(str(comparison.GPU_STAGED / "ulmfit_imdb" / "ulmfit_imdb.safetensors"))
     assert rows["ulmfit_imdb"]["gpu_tokens_per_parameter"] == pytest.approx(
@@ -284,3 +304,15 @@ def test_load_for_shipped_checks_against_the_shipped_checkpoint():
         comparison.load_for_shipped("elmo_transfer", "gpt_imdb", sha_field="pretrained.sha256")
     with pytest.raises(ValueError, match="unknown checkpoint"):
         comparison.shipped_sha256("gpt2")
+
+
+def test_pretraining_loss_curves_are_the_two_reports_curves_against_tokens():
+    curves = comparison.pretraining_loss_curves("bert_imdb")
+    (cpu_label, (cpu_x, cpu_y)), (gpu_label, (gpu_x, gpu_y)) = curves.items()
+    gpu, cpu = comparison.shipped_report("bert_imdb"), comparison.short_pretraining_report("bert_imdb")
+    assert gpu_y == [r["loss"] for r in gpu["train_loss_curve"]] and gpu_x[-1] == gpu["tokens_seen"] / 1e6
+    assert cpu_y == cpu["train_loss_per_100_steps"] and cpu_x[-1] == pytest.approx(cpu["tokens_seen"] / 1e6)
+    assert all(a < b for a, b in zip(cpu_x, cpu_x[1:])) and len(cpu_x) == cpu["recipe"]["steps"] // 100
+    assert "CPU" in cpu_label and gpu["run"]["device_name"] in gpu_label
+    with pytest.raises(ValueError, match="keeps no training curve"):  # the archived GPT report has none
+        comparison.pretraining_loss_curves("gpt_imdb")

@@ -99,15 +99,15 @@ def test_pretrain_json_records_the_recipe_and_every_files_sha256(runs, model):
     assert "run" not in report  # a one-process float32 CPU run, like the recorded ones
 
 
-@pytest.mark.parametrize("module, directory", [(gpt, None), (bert, bert.CHECKPOINT_DIR),
+@pytest.mark.parametrize("module, directory", [(gpt, None), (bert, None),
                                                (elmo, elmo.CHECKPOINT_DIR), (ulmfit, PRETRAINED_DIR)])
 def test_the_full_preset_is_the_recipe_recorded_in_the_shipped_pretrain_json(module, directory, tmp_path):
-    if directory is None:  # the shipped GPT came from the GPU recipe: this one made the GPT shipped before it
+    if directory is None:  # the shipped GPT and BERT came from the GPU recipe: this one made the ones shipped before
         from lmlib.course.comparison import short_pretraining_report
 
-        directory = tmp_path / gpt.NAME
+        directory = tmp_path / module.NAME
         directory.mkdir()
-        (directory / "pretrain.json").write_text(json.dumps(short_pretraining_report(gpt.NAME)))
+        (directory / "pretrain.json").write_text(json.dumps(short_pretraining_report(module.NAME)))
     recipe, config, tokenizer = plan("full", None, module.PRETRAIN_RECIPE, module.PRETRAIN_CONFIG,
                                      module.PRETRAIN_TEACH, getattr(module, "TOKENIZER_RECIPE", None))
     shipped = json.loads((directory / "pretrain.json").read_text())
@@ -181,27 +181,31 @@ def test_resume_with_nothing_to_resume_is_refused(runs, tmp_path, capsys):
 
 
 def test_the_shipped_folders_are_written_only_by_the_full_recipe_named_with_out(capsys, monkeypatch):
-    before = (bert.CHECKPOINT_DIR / "pretrain.json").read_bytes()
-    assert pretrain("bert", bert.CHECKPOINT_DIR) == 2
+    # elmo: a checkpoint this command's one-core recipe made (the GPU-pretrained ones are refused outright, below)
+    before = (elmo.CHECKPOINT_DIR / "pretrain.json").read_bytes()
+    assert pretrain("elmo", elmo.CHECKPOINT_DIR) == 2
     assert "holds a shipped checkpoint: only the full recorded recipe" in capsys.readouterr().err
     monkeypatch.delenv("LMLIB_PRESET", raising=False)  # the default preset, teach, is refused there by name
-    assert cli.main(["pretrain", "bert", "--device", "cpu", "--out", str(bert.CHECKPOINT_DIR)]) == 2
+    assert cli.main(["pretrain", "elmo", "--device", "cpu", "--out", str(elmo.CHECKPOINT_DIR)]) == 2
     assert ("this run has preset teach (the default, as in the notebooks); add --preset full or choose another --out"
             in capsys.readouterr().err)
-    assert (bert.CHECKPOINT_DIR / "pretrain.json").read_bytes() == before
+    assert (elmo.CHECKPOINT_DIR / "pretrain.json").read_bytes() == before
     assert cli.DEFAULT_OUT.resolve() != PRETRAINED_DIR.resolve() and not cli.DEFAULT_OUT.is_absolute()
 
 
-def test_a_checkpoint_pretrained_on_a_gpu_is_not_overwritten_by_the_one_core_recipe(capsys, no_work):
-    # The shipped GPT came from lmlib.recipes.accelerated: even the full one-core recipe is refused there, in one
-    # line naming the command that made it, before any data is read.
-    before = {f.name: f.read_bytes() for f in gpt.CHECKPOINT_DIR.iterdir()}
+@pytest.mark.parametrize("model", ["gpt", "bert"])
+def test_a_checkpoint_pretrained_on_a_gpu_is_not_overwritten_by_the_one_core_recipe(model, capsys, no_work):
+    # The shipped GPT and BERT came from lmlib.recipes.accelerated: even the full one-core recipe is refused there,
+    # in one line naming the command that made it, before any data is read.
+    module = {"gpt": gpt, "bert": bert}[model]
+    before = {f.name: f.read_bytes() for f in module.CHECKPOINT_DIR.iterdir()}
     for preset in ("full", "teach"):
-        assert cli.main(["pretrain", "gpt", "--preset", preset, "--device", "cpu", "--out", str(gpt.CHECKPOINT_DIR)]) == 2
+        assert cli.main(["pretrain", model, "--preset", preset, "--device", "cpu",
+                         "--out", str(module.CHECKPOINT_DIR)]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "holds a checkpoint pretrained on a GPU by another recipe" in err
-        assert f"rebuild that one with `{gpt.REBUILD}`" in err
-    assert {f.name: f.read_bytes() for f in gpt.CHECKPOINT_DIR.iterdir()} == before
+        assert f"rebuild that one with `{module.REBUILD}`" in err
+    assert {f.name: f.read_bytes() for f in module.CHECKPOINT_DIR.iterdir()} == before
 
 
 # -- every option checked before any work ---------------------------------------------------------------------

@@ -246,6 +246,7 @@ def gpu_shipped(checkpoint: str) -> bool:
 
 SHORT_PRETRAINING = {  # shipped checkpoint replaced by a GPU-pretrained one -> the archived results of the CPU one
     "gpt_imdb": "gpt_finetune_short_pretraining",
+    "bert_imdb": "bert_finetune_short_pretraining",
 }
 
 
@@ -263,53 +264,86 @@ def short_pretraining_report(checkpoint: str) -> dict:
     return report
 
 
-def longer_pretraining_rows() -> list[dict]:
-    """What a longer pretraining buys: the shipped GPT, pretrained on a GPU (~244M tokens), beside the GPT shipped
-    before it (4.1M tokens on one CPU thread; its results archived in ``gpt_finetune_short_pretraining.json``),
-    both fine-tuned by the same recipe (``lmlib.recipes.gpt.FINETUNE_RECIPE``, rate 5e-4, λ = 0), the same
-    architecture from random weights at its own dev-chosen rate, on the same label samples and scored on the same
-    1,000 IMDb test reviews, and the bag of words on the same text; then frozen features (a linear probe on each
-    layer's mean-pooled states, the best layer at 1,000 labels) of the GPU GPT against the same GPT at random init
-    (``gpu_transfer_gpt.json``). Rows: ``method``, ``tokens`` (pretraining tokens, None for none), ``n_labels``,
-    ``mean``, ``se``, ``seeds``, ``source``. Each result file is checked against the checkpoint it claims."""
-    gpu_report = staged_report("gpt_imdb")
-    gpu = results.load("gpu_transfer_gpt")
+def pretraining_loss_curves(checkpoint: str) -> dict[str, tuple[list[float], list[float]]]:
+    """The training loss against the tokens read so far (in millions) of the GPU-pretrained ``checkpoint`` that
+    ships and of the CPU checkpoint shipped before it (:func:`short_pretraining_report`), as ``{label: (tokens,
+    losses)}`` for a line plot. The GPU run logs its loss every 200 steps with the tokens read; the one-core run every
+    100 steps, whose tokens are counted as its mean per step (``tokens_seen / steps``)."""
+    gpu, cpu = staged_report(checkpoint), short_pretraining_report(checkpoint)
+    if "train_loss_per_100_steps" not in cpu:
+        raise ValueError(f"the archived report of {checkpoint!r} keeps no training curve")
+    per_step = cpu["tokens_seen"] / cpu["recipe"]["steps"]
+    cpu_losses = cpu["train_loss_per_100_steps"]
+    return {
+        f"one CPU thread, {cpu['tokens_seen'] / 1e6:.1f}M tokens (shipped before)":
+            ([100 * (k + 1) * per_step / 1e6 for k in range(len(cpu_losses))], list(cpu_losses)),
+        f"one {gpu['run']['device_name']}, {gpu['tokens_seen'] / 1e6:.0f}M tokens (shipped)":
+            ([r["tokens"] / 1e6 for r in gpu["train_loss_curve"]], [r["loss"] for r in gpu["train_loss_curve"]]),
+    }
+
+
+LONGER_PRETRAINING = {  # model -> (checkpoint, fine-tuning result, its fine-tuned condition, test-size setting, task)
+    "gpt": ("gpt_imdb", "gpt_finetune", "gpt", "n_test", None),
+    "bert": ("bert_imdb", "bert_finetune", "bert", "imdb_test", "imdb"),
+}
+
+
+def longer_pretraining_rows(model: str = "gpt") -> list[dict]:
+    """What a longer pretraining buys: the shipped ``model`` (GPT or BERT), pretrained on a GPU (GPT ~244M tokens,
+    BERT ~173M), beside the same model shipped before it (a few million tokens on one CPU thread; its results
+    archived in ``<result>_short_pretraining.json``), both fine-tuned by the same recipe (the recipe module's
+    ``FINETUNE_RECIPE``, rate 5e-4; GPT at λ = 0), the same architecture from random weights at its own dev-chosen
+    rate, on the same label samples and scored on the same 1,000 IMDb test reviews, and the bag of words on the same
+    text; then frozen features (a linear probe on each layer, the best feature and layer at 1,000 labels) of the
+    GPU model against the same architecture at random init (``gpu_transfer_<model>.json``). Rows: ``method``,
+    ``tokens`` (pretraining tokens, None for none), ``n_labels``, ``mean``, ``se``, ``seeds``, ``source``. Each
+    result file is checked against the checkpoint it claims."""
+    if model not in LONGER_PRETRAINING:
+        raise ValueError(f"unknown model {model!r}; a shipped GPU checkpoint replaced a CPU one for "
+                         f"{sorted(LONGER_PRETRAINING)}")
+    checkpoint, result, condition, test_size, task = LONGER_PRETRAINING[model]
+    name = GPU_MODELS[model][1]
+    gpu_report = staged_report(checkpoint)
+    gpu = results.load(f"gpu_transfer_{model}")
     if gpu["checkpoint"]["sha256"] != gpu_report["sha256"]:
-        raise RuntimeError("gpu_transfer_gpt.json was measured with another checkpoint than the GPU GPT; rerun "
-                           "tests/benchmarks/gpu_transfer.py gpt on it")
-    shipped = load_for_shipped("gpt_finetune", "gpt_imdb")
-    short = results.load(SHORT_PRETRAINING["gpt_imdb"])
-    cpu_report = short_pretraining_report("gpt_imdb")
+        raise RuntimeError(f"gpu_transfer_{model}.json was measured with another checkpoint than the GPU {name}; rerun "
+                           f"tests/benchmarks/gpu_transfer.py {model} on it")
+    shipped = load_for_shipped(result, checkpoint)
+    short = results.load(SHORT_PRETRAINING[checkpoint])
+    cpu_report = short_pretraining_report(checkpoint)
     if not (shipped["settings"] == short["settings"] and shipped["settings"]["recipe"]["lr"] == 5e-4
-            and gpu["settings"]["test_reviews"] == shipped["settings"]["n_test"]):
-        raise RuntimeError("the GPT results were measured with different recipes or test sets")
+            and gpu["settings"]["test_reviews"] == shipped["settings"][test_size]):
+        raise RuntimeError(f"the {name} results were measured with different recipes or test sets")
     rows: list[dict] = []
 
     def add(method, tokens, r, source):
         rows.append(dict(method=method, tokens=tokens, n_labels=int(r["n_labels"]), mean=float(r["mean"]),
                          se=None if r["se"] is None else float(r["se"]), seeds=r["seeds"], source=source))
 
-    for condition, method, tokens, data, source in (
-            ("scratch", "GPT architecture, random init", None, shipped, "gpt_finetune"),
-            ("gpt", "GPT fine-tuned, short CPU pretraining (shipped before)", cpu_report["tokens_seen"], short,
-             SHORT_PRETRAINING["gpt_imdb"]),
-            ("gpt", "GPT fine-tuned, GPU pretraining (shipped)", gpu_report["tokens_seen"], shipped, "gpt_finetune")):
+    for wanted, method, tokens, data, source in (
+            ("scratch", f"{name} architecture, random init", None, shipped, result),
+            (condition, f"{name} fine-tuned, short CPU pretraining (shipped before)", cpu_report["tokens_seen"], short,
+             SHORT_PRETRAINING[checkpoint]),
+            (condition, f"{name} fine-tuned, GPU pretraining (shipped)", gpu_report["tokens_seen"], shipped, result)):
         for r in data["summary"]:
-            if r["condition"] == condition:
+            if r["condition"] == wanted and r.get("task", task) == task:
                 add(method, tokens, r, source)
     for r in gpu["summary"]:
-        if r.get("condition") == "gpt_mean":
-            add("GPT fine-tuned, GPU pretraining, mean-pooled head", gpu_report["tokens_seen"], r, "gpu_transfer_gpt")
+        if r.get("condition") == f"{model}_mean":
+            add(f"{name} fine-tuned, GPU pretraining, mean-pooled head", gpu_report["tokens_seen"], r,
+                f"gpu_transfer_{model}")
     for r in bow_baseline_rows("model_view"):
         add(r["method"], None, r, "bow_baseline")
-    for init, method, tokens in (("pretrained", "frozen features, GPU GPT (best layer, linear probe)",
-                                  gpu_report["tokens_seen"]),
-                                 ("random", "frozen features, GPT at random init (best layer, linear probe)", None)):
+    several = len({r["feature"] for r in gpu["summary"] if "init" in r}) > 1  # BERT: [CLS] and mean-pooled
+    for init, who, tokens in (("pretrained", f"GPU {name}", gpu_report["tokens_seen"]),
+                              ("random", f"{name} at random init", None)):
         probes = [r for r in gpu["summary"] if r.get("init") == init]
-        best = max((r for r in probes if r["n_labels"] == 1000), key=lambda r: r["mean"])["layer"]
+        best = max((r for r in probes if r["n_labels"] == 1000), key=lambda r: r["mean"])
+        kind = FEATURES.get(best["feature"], best["feature"]) if several else "features"
         for r in probes:
-            if r["layer"] == best:
-                add(f"{method}: layer {best}", tokens, r, "gpu_transfer_gpt")
+            if (r["feature"], r["layer"]) == (best["feature"], best["layer"]):
+                add(f"frozen {kind}, {who} (best layer, linear probe): layer {best['layer']}", tokens, r,
+                    f"gpu_transfer_{model}")
     return rows
 
 
@@ -356,7 +390,7 @@ def gpu_transfer_rows(model: str, sizes: tuple[int, ...] = (100, 1000)) -> list[
     source = f"gpu_transfer_{model.replace('-', '_')}"
     data = results.load(source)
     if data["checkpoint"]["sha256"] != staged["sha256"]:
-        raise RuntimeError(f"{source}.json was measured with another checkpoint than the staged {folder}; rerun "
+        raise RuntimeError(f"{source}.json was measured with another checkpoint than the GPU-pretrained {folder}; rerun "
                            f"tests/benchmarks/gpu_transfer.py on it")
     rate = {}
     for r in data["rows"]:
@@ -458,13 +492,18 @@ def staged_pretraining_rows() -> list[dict]:
     """Each GPU-pretrained checkpoint beside the CPU checkpoint it replaces or is to replace: staged in
     :data:`GPU_STAGED` beside the shipped CPU one, or shipped beside the CPU one shipped before it
     (:func:`short_pretraining_report`). Tokens read (and per parameter), seconds, the device, and one held-out
-    metric of each. Rows: ``checkpoint``, ``shipped`` (which of the two ships: ``"GPU"`` or ``"CPU"``), ``metric``,
+    metric of each. Rows: ``checkpoint``, ``shipped`` (which of the two ships: ``"GPU"`` or ``"CPU"``, or neither
+when another GPU checkpoint does, as for BERT with MLM alone), ``metric``,
     ``gpu_tokens``, ``gpu_tokens_per_parameter``, ``gpu_seconds``, ``device``, ``gpu_value``, ``cpu_tokens``,
     ``cpu_value``."""
     rows = []
     for folder, (shipped_name, metric, read) in STAGED_METRICS.items():
         if (GPU_STAGED / folder / "pretrain.json").is_file():
-            gpu, cpu, where, shipped = staged_report(folder), shipped_report(shipped_name), GPU_STAGED / folder, "CPU"
+            gpu, where = staged_report(folder), GPU_STAGED / folder
+            if gpu_shipped(shipped_name):  # an alternative to the GPU checkpoint shipped (BERT with MLM alone)
+                cpu, shipped = short_pretraining_report(shipped_name), f"neither ({shipped_name} from the GPU)"
+            else:
+                cpu, shipped = shipped_report(shipped_name), "CPU"
         elif folder == shipped_name and gpu_shipped(folder):
             gpu, cpu, where, shipped = shipped_report(folder), short_pretraining_report(folder), \
                 Path(CHECKPOINTS[folder][0]), "GPU"

@@ -369,8 +369,7 @@ def pretrain_bert(out_dir: str | Path, recipe: dict, device: torch.device, bf16:
     from .shipping import save_shipped
 
     seed_everything(recipe["seed"])
-    shipped_model, tokenizer = Bm.load_pretrained()
-    shipped = Bm.pretrain_report()
+    tokenizer, shipped = Bm.load_tokenizer()  # the shipped WordPiece and config; the weights are not read
     specials = SpecialIds.from_tokenizer(tokenizer)
     if sorted(specials.all()) != list(range(5)):
         raise ValueError("the WordPiece's special tokens must be its first five ids")
@@ -389,7 +388,7 @@ def pretrain_bert(out_dir: str | Path, recipe: dict, device: torch.device, bf16:
     print(f"bert: {len(documents):,} documents -> {n_instances:,} instances ({filled:.1f} tokens on average) in "
           f"{time.perf_counter() - start:.0f} s", flush=True)
 
-    config = BertConfig(**{**shipped_model.config.__dict__, "nsp_head": True})
+    config = BertConfig(**{**shipped["config"], "nsp_head": True})
     model = Bert(config).to(device)
     opt = fused_adamw(weight_decay_groups(model, recipe["weight_decay"]), recipe["lr"], recipe["betas"],
                       recipe["weight_decay"], device)

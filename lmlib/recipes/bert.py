@@ -1,26 +1,31 @@
-"""A small BERT pretrained on IMDb reviews: the WordPiece vocabulary, the seeded recipe behind the checkpoint
-shipped in ``lmlib/pretrained/bert_imdb/``, its loader, and [CLS] fine-tuning for classification.
+"""A small BERT pretrained on IMDb reviews: the WordPiece vocabulary, the seeded one-core recipe, the loader of the
+checkpoint shipped in ``lmlib/pretrained/bert_imdb/``, and [CLS] fine-tuning for classification.
 
 Devlin et al. (2019) pretrain BERT-base (L=12, H=768) on BooksCorpus and English Wikipedia (3.3B words) for
 1,000,000 steps of 256 sequences of up to 512 tokens with two objectives, masked LM and next sentence prediction
-(§3.1, Appendix A.2). This is the same pair of objectives at a scale one CPU core finishes in about fifty minutes:
+(§3.1, Appendix A.2). This is the same pair of objectives at a course's scale:
 
 * text: IMDb's 50,000 unlabelled reviews (Maas et al. 2011); the last ``valid_reviews`` are held out and never
   trained on;
 * vocabulary: lmlib's WordPiece trainer (:meth:`lmlib.text.tokenizers.WordPiece.train`) on the training reviews;
-* documents = reviews, sentences split by :func:`split_sentences` (a simple rule, see there); one segment is one
-  sentence, pairs come from :func:`lmlib.text.bert_data.sentence_pairs` (50% IsNext), masking from
-  :func:`lmlib.text.bert_data.mask_tokens` (15%, 80/10/10);
-* model: a 4-layer BERT with d_model 128 (``PRETRAIN_CONFIG``), sized from a measured step time so the run fits
-  about fifty minutes on one thread; no dropout while pretraining, because the run sees each sentence pair at most
-  once (BERT's 0.1 regularises 40 epochs); fine-tuning puts dropout 0.1 back (:func:`classifier`);
+* documents = reviews, sentences split by :func:`split_sentences` (a simple rule, see there); in this module's
+  recipe one segment is one sentence, pairs come from :func:`lmlib.text.bert_data.sentence_pairs` (50% IsNext),
+  masking from :func:`lmlib.text.bert_data.mask_tokens` (15%, 80/10/10);
+* model: a 4-layer BERT with d_model 128 (``PRETRAIN_CONFIG``); no dropout while pretraining, because the run sees
+  each sentence pair only a few times (BERT's 0.1 regularises 40 epochs); fine-tuning puts dropout 0.1 back
+  (:func:`classifier`);
 * optimizer as in Appendix A.2: Adam(β₁=0.9, β₂=0.999), weight decay 0.01, linear warm-up then linear decay.
 
-``python -m lmlib pretrain bert --out lmlib/pretrained/bert_imdb`` (or ``python -m lmlib.recipes.bert pretrain
---out ...``) reproduces the checkpoint;
-:func:`load_pretrained` verifies its sha256 before loading. The validation metrics (MLM loss and accuracy at the
-chosen positions, NSP loss and accuracy) are measured on pairs from the held-out reviews with a fixed masking
-seed, after the weights are rounded to fp16 as shipped.
+Two recipes train it. This module's (``python -m lmlib pretrain bert``, or ``python -m lmlib.recipes.bert pretrain
+--out DIR``) is sized for one CPU core: about half an hour, 7.5M tokens, four per parameter, which is too little
+for the pretraining to transfer (its results are kept in
+``tests/benchmarks/results/bert_finetune_short_pretraining.json``). The shipped checkpoint was made by the GPU recipe
+of :mod:`lmlib.recipes.accelerated` with this module's WordPiece and config (:data:`REBUILD`): segments filled to
+128 tokens with spans of consecutive sentences, as the paper does, 173M tokens, 91 per parameter, in under three
+minutes of one H200. :func:`load_pretrained` verifies either checkpoint's sha256 against the ``pretrain.json`` beside
+it before loading. The validation metrics (MLM loss and accuracy at the chosen positions, NSP loss and accuracy) are
+measured on pairs from the held-out reviews with a fixed masking seed, after the weights are rounded to fp16 as
+shipped.
 """
 
 from __future__ import annotations
@@ -48,11 +53,12 @@ from ..training.schedules import weight_decay_groups
 from ..training.trainer import BatchResult, Callback, Trainer, to_device
 from .finetuning import finetune_plan
 from .pretraining import PretrainRun, RunOptions, plan
-from .shipping import PRETRAINED_DIR, load_shipped, pretrain_command, round_to_fp16, save_shipped
+from .shipping import PRETRAINED_DIR, load_shipped, pretrain_command, round_to_fp16, save_shipped, verify_shipped
 
 NAME = "bert_imdb"
 CHECKPOINT_DIR = PRETRAINED_DIR / NAME
-REBUILD = "python -m lmlib.recipes.bert pretrain --out lmlib/pretrained/bert_imdb"
+# a GPU; it shared the GPU with the MLM-alone run of the same budget (tests/benchmarks/gpu_bert_session.sh)
+REBUILD = "python -m lmlib.recipes.accelerated bert --out lmlib/pretrained/bert_imdb --device cuda --deadline 150"
 
 TOKENIZER_RECIPE = dict(vocab_size=8192, min_frequency=2, score="frequency")
 PRETRAIN_CONFIG = dict(block_size=128, num_layers=4, num_heads=4, d_model=128, d_ff=512, dropout=0.0,
@@ -293,6 +299,14 @@ def load_pretrained(directory: str | Path = CHECKPOINT_DIR, **overrides) -> tupl
         raise ValueError(f"tokenizer.json has {len(tokenizer)} tokens but the weights {model.config.vocab_size}: "
                          f"they come from different runs; rebuild with `{REBUILD}`")
     return model.eval(), tokenizer
+
+
+def load_tokenizer(directory: str | Path = CHECKPOINT_DIR) -> tuple[WordPiece, dict]:
+    """``(tokenizer, report)`` of the shipped IMDb BERT after checking the tokenizer's sha256 alone: what rebuilding
+    the weights needs (:mod:`lmlib.recipes.accelerated` keeps this WordPiece), even when they are missing or corrupt."""
+    # a new WordPiece comes only with the one-core recipe, which trains the model as well
+    report = verify_shipped(directory, "python -m lmlib.recipes.bert pretrain", files=("tokenizer.json",))
+    return WordPiece.load(Path(directory) / "tokenizer.json"), report
 
 
 def pretrain_report(directory: str | Path = CHECKPOINT_DIR) -> dict:

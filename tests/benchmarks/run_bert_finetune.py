@@ -24,10 +24,14 @@ checkpoint are kept, so runs can be split across invocations.
     LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/run_bert_finetune.py --tasks imdb:all --seeds 0
     LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/run_bert_finetune.py --dev  # scratch's dev sweep
 
-The dev rows at 1,000 IMDb labels are bert_finetune_rates.json's and gpu_transfer_bert.json's scratch rows (the
+Every random-init row (``scratch``, ``scratch_at_recipe_rate``) and the dev sweep are copied, marked ``"from"``, from
+bert_finetune_short_pretraining.json, the results of the BERT shipped before, whose WordPiece and config this one
+shares (a random-init run never reads the pretrained weights), when its settings are these. Before that archive,
+the dev rows at 1,000 IMDb labels were bert_finetune_rates.json's and gpu_transfer_bert.json's scratch rows (the
 same split, samples, recipe and code), and IMDb scratch rows at a rate gpu_transfer_bert.json tested are its rows,
 copied with ``"from"`` naming the file rather than trained twice (``--train-again`` trains them); where the chosen
 rate is the recipe's, the scratch row is the scratch_at_recipe_rate run of the same seed (``"from"`` names it).
+``--train-again`` trains every one of these instead.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from lmlib.runtime import seed_everything
 
 RESULTS = Path(__file__).resolve().parent / "results" / "bert_finetune.json"
 RATES_FILE = RESULTS.with_name("bert_finetune_rates.json")
+SHORT_PRETRAINING = RESULTS.with_name("bert_finetune_short_pretraining.json")
 CONDITIONS = {"bert": dict(pretrained=True), "scratch": dict(pretrained=False, lr="dev"),
               "scratch_at_recipe_rate": dict(pretrained=False)}
 DEV_TASKS = ("imdb:100", "sst2:1000")  # swept here; imdb:1000 is copied
@@ -76,7 +81,7 @@ def main() -> None:
     parser.add_argument("--conditions", nargs="+", default=list(CONDITIONS), choices=list(CONDITIONS))
     parser.add_argument("--dev", action="store_true", help="only scratch's dev sweep (DEV_TASKS, every rate and seed)")
     parser.add_argument("--train-again", action="store_true",
-                        help="train scratch rows that gpu_transfer_bert.json holds instead of copying them")
+                        help="train the random-init rows that earlier results hold (see above) instead of copying them")
     args = parser.parse_args()
     torch.set_num_threads(SETTINGS["threads"])
 
@@ -84,6 +89,9 @@ def main() -> None:
     rows = kept_rows(RESULTS, SETTINGS, sha)
     dev_rows = json.loads(RESULTS.read_text()).get("dev_rows", []) if rows else []
     done = {(r["task"], r["condition"], r["n_labels"], r["seed"]) for r in rows}
+    earlier_dev, earlier_tests = ([], []) if args.train_again else random_init_rows(B.pretrain_report())
+    swept = {(r["task"], r["n_labels"], r["lr"], r["seed"]) for r in dev_rows}
+    dev_rows += [r for r in earlier_dev if (r["task"], r["n_labels"], r["lr"], r["seed"]) not in swept]
 
     _, tokenizer = B.load_pretrained()
     pad = tokenizer.token_to_id("[PAD]")
@@ -165,6 +173,14 @@ def main() -> None:
                     continue
                 spec_ = CONDITIONS[condition]
                 lr = chosen_rate(dev_rows, len(labels), task=task) if spec_.get("lr") == "dev" else B.FINETUNE_RECIPE["lr"]
+                earlier = [r for r in earlier_tests if (r["task"], r["condition"], r["n_labels"], r["seed"], r["lr"])
+                           == (task, condition, len(labels), seed, lr)]
+                if earlier:
+                    rows.append(earlier[0])
+                    print(f"{task} {condition:8s} {size:>5s} seed {seed}: accuracy {earlier[0]['accuracy']:.3f} "
+                          f"(lr {lr:.0e}, from {earlier[0]['from']})", flush=True)
+                    save()
+                    continue
                 same = [r for r in copied_tests if (r["lr"], r["n_labels"], r["seed"]) == (lr, len(labels), seed)]
                 if lr == B.FINETUNE_RECIPE["lr"]:  # the recipe-rate run is this very run (same seed, sample and code)
                     same = [{**r, "from": "scratch_at_recipe_rate"} for r in rows if r["condition"] == "scratch_at_recipe_rate"
@@ -190,6 +206,26 @@ def main() -> None:
                 print(f"{task} {condition:8s} {size:>5s} seed {seed}: accuracy {accuracy:.3f} (lr {lr:.0e}, "
                       f"{trainer.step} steps, {seconds:.0f} s)", flush=True)
                 save()
+
+
+def random_init_rows(report: dict) -> tuple[list[dict], list[dict]]:
+    """The dev sweep and the random-init rows (``scratch``, ``scratch_at_recipe_rate``) of the results of the BERT
+    shipped before (SHORT_PRETRAINING), each marked ``"from"`` (a row copied there keeps its own), when that BERT had
+    this one's config and WordPiece file and its results this script's settings; otherwise none."""
+    if not SHORT_PRETRAINING.is_file():
+        return [], []
+    earlier = json.loads(SHORT_PRETRAINING.read_text())
+    theirs = earlier["checkpoint_report"]
+    if (theirs["config"] != report["config"] or theirs["sha256"]["tokenizer.json"] != report["sha256"]["tokenizer.json"]
+            or earlier["settings"] != json.loads(json.dumps(SETTINGS))):
+        return [], []
+    name = SHORT_PRETRAINING.name
+    # a row the archive copied from the rates file came from that file as it stood then, archived beside it
+    moved = {RATES_FILE.name: RATES_FILE.name.replace(".json", "_short_pretraining.json")}
+    dev = [{**r, "from": moved.get(r.get("from"), r.get("from", name))} for r in earlier["dev_rows"]]
+    tests = [{**r, "from": moved.get(r.get("from"), r.get("from", name))} for r in earlier["rows"]
+             if not CONDITIONS[r["condition"]]["pretrained"]]
+    return dev, tests
 
 
 if __name__ == "__main__":

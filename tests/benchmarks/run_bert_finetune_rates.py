@@ -9,7 +9,9 @@ This script asks that question without touching the test set: each condition, at
 1,000 labelled training reviews (the balanced sample run_bert_finetune.py draws for that seed) and scored on 1,000
 *other* training reviews (balanced, drawn once with ``DEV_SEED`` from the reviews no seed's sample uses).
 Everything else is FINETUNE_RECIPE. Results go to results/bert_finetune_rates.json; rows of an earlier run with the
-same settings and checkpoint are kept.
+same settings and checkpoint are kept. The random-init rows are copied, marked ``"from"``, from
+bert_finetune_rates_short_pretraining.json, the results of the BERT shipped before, whose WordPiece and config this
+one shares (a random-init run never reads the pretrained weights); ``--train-again`` trains them instead.
 
     LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/run_bert_finetune_rates.py --rates 5e-5 1e-4 2e-4 5e-4
 """
@@ -17,6 +19,7 @@ same settings and checkpoint are kept.
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from pathlib import Path
 
@@ -31,6 +34,8 @@ from lmlib.recipes.ulmfit import sample_balanced
 from lmlib.runtime import seed_everything
 
 RESULTS = Path(__file__).resolve().parent / "results" / "bert_finetune_rates.json"
+SHORT_PRETRAINING = RESULTS.with_name("bert_finetune_rates_short_pretraining.json")
+REPORT_ARCHIVE = RESULTS.with_name("bert_finetune_short_pretraining.json")  # holds that BERT's pretrain.json
 CONDITIONS = {"bert": True, "scratch": False}  # name: pretrained
 SETTINGS = dict(n_labels=1000, dev_reviews=1000, dev_seed=99, split="IMDb train: the labelled sample of each seed vs "
                 "1,000 other training reviews (the test split is never read)", recipe=B.FINETUNE_RECIPE, threads=1,
@@ -51,12 +56,15 @@ def main() -> None:
     parser.add_argument("--rates", nargs="+", type=float, default=[5e-5, 1e-4, 2e-4, 5e-4])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--conditions", nargs="+", default=list(CONDITIONS), choices=list(CONDITIONS))
+    parser.add_argument("--train-again", action="store_true",
+                        help="train the random-init rows that the archived results hold instead of copying them")
     args = parser.parse_args()
     torch.set_num_threads(SETTINGS["threads"])
 
     sha = B.pretrain_report()["sha256"][f"{B.NAME}.safetensors"]
     rows = kept_rows(RESULTS, SETTINGS, sha)
     done = {(r["condition"], r["lr"], r["seed"]) for r in rows}
+    earlier = [] if args.train_again else random_init_rows(B.pretrain_report())
 
     _, tokenizer = B.load_pretrained()
     pad, max_len = tokenizer.token_to_id("[PAD]"), B.FINETUNE_RECIPE["max_len"]
@@ -71,6 +79,13 @@ def main() -> None:
             for condition in args.conditions:
                 if (condition, lr, seed) in done:
                     continue
+                copied = [r for r in earlier if (r["condition"], r["lr"], r["seed"]) == (condition, lr, seed)]
+                if copied:
+                    rows.append(copied[0])
+                    print(f"{condition:8s} lr {lr:.0e} seed {seed}: dev accuracy {copied[0]['dev_accuracy']:.3f} "
+                          f"(from {copied[0]['from']})", flush=True)
+                    save(rows, sha)
+                    continue
                 seed_everything(seed)
                 model, _ = B.classifier(pretrained=CONDITIONS[condition])
                 start = time.perf_counter()
@@ -80,12 +95,32 @@ def main() -> None:
                 rows.append(dict(condition=condition, lr=lr, seed=seed, dev_accuracy=accuracy, n_dev=len(dev_labels),
                                  steps=trainer.step, train_seconds=round(seconds, 1)))
                 print(f"{condition:8s} lr {lr:.0e} seed {seed}: dev accuracy {accuracy:.3f} ({seconds:.0f} s)", flush=True)
-                write_result(RESULTS, dict(
-                    what="BERT [CLS] fine-tuning on 1,000 IMDb reviews at several learning rates, scored on 1,000 other "
-                         "training reviews: the shipped IMDb BERT vs the same architecture from random weights",
-                    command="LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/run_bert_finetune_rates.py",
-                    settings=SETTINGS, checkpoint_sha256=sha, machine=machine(), load=load(), rows=rows,
-                    summary=summarise([{**r, "accuracy": r["dev_accuracy"]} for r in rows], ("condition", "lr"))))
+                save(rows, sha)
+
+
+def save(rows: list[dict], sha: str) -> None:
+    write_result(RESULTS, dict(
+        what="BERT [CLS] fine-tuning on 1,000 IMDb reviews at several learning rates, scored on 1,000 other "
+             "training reviews: the shipped IMDb BERT vs the same architecture from random weights",
+        command="LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/run_bert_finetune_rates.py",
+        settings=SETTINGS, checkpoint_sha256=sha, machine=machine(), load=load(), rows=rows,
+        summary=summarise([{**r, "accuracy": r["dev_accuracy"]} for r in rows], ("condition", "lr"))))
+
+
+def random_init_rows(report: dict) -> list[dict]:
+    """The random-init rows of the results of the BERT shipped before (SHORT_PRETRAINING; that BERT's pretrain.json
+    is REPORT_ARCHIVE's ``checkpoint_report``), each marked ``"from"``, when that BERT had this one's config and
+    WordPiece file and its results this script's settings; otherwise none."""
+    if not (SHORT_PRETRAINING.is_file() and REPORT_ARCHIVE.is_file()):
+        return []
+    earlier = json.loads(SHORT_PRETRAINING.read_text())
+    theirs = json.loads(REPORT_ARCHIVE.read_text())["checkpoint_report"]
+    if (theirs["sha256"]["bert_imdb.safetensors"] != earlier["checkpoint_sha256"] or theirs["config"] != report["config"]
+            or theirs["sha256"]["tokenizer.json"] != report["sha256"]["tokenizer.json"]
+            or earlier["settings"] != json.loads(json.dumps(SETTINGS))):
+        return []
+    return [{**r, "from": r.get("from", SHORT_PRETRAINING.name)} for r in earlier["rows"]
+            if not CONDITIONS[r["condition"]]]
 
 
 if __name__ == "__main__":
