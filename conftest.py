@@ -30,14 +30,17 @@ if "LMLIB_DATA_DIR" not in os.environ and os.path.isfile(os.path.join(_MIRROR, "
 SPREAD_OVER_WORKERS = ("tests/browser/test_notebooks_in_lab.py", "tests/test_binder.py")
 
 # xdist hands out the groups in collection order, the next one to whichever worker is free. Longest first keeps the
-# two workers busy to the end instead of leaving one alone with a long notebook (longest-processing-time-first);
-# the order is that of a fresh clone's `--durations` (each at least 40 s there), everything else after it as collected.
+# two workers busy to the end instead of leaving one alone with a long group (longest-processing-time-first), in
+# the order of a fresh clone's `--durations`; everything else follows as collected. The JupyterLab notebooks come
+# first and together: each worker then runs its share of them back to back on one Lab server (a module fixture),
+# where another file's test in between would make it start a new server (about 12 s).
 LAB = "tests/browser/test_notebooks_in_lab.py::test_notebook_in_jupyterlab["
 BINDER = "tests/test_binder.py::test_notebook_in_a_binder_session_asks_the_hub_nothing_and_stays_within_memory["
-LONGEST_FIRST = ("tests/test_pretrain_cli.py", f"{LAB}04_attention.ipynb]", f"{LAB}03_rnn_lstm.ipynb]",
-                 f"{LAB}07_ulmfit.ipynb]", f"{LAB}09_gpt.ipynb]", f"{LAB}10_bert.ipynb]", f"{LAB}05_transformer.ipynb]",
-                 f"{LAB}11_transformer_xl_gpt2_gpt3.ipynb]", f"{LAB}08_elmo.ipynb]",
-                 f"{LAB}02_neural_lms_and_word2vec.ipynb]", f"{BINDER}09_gpt]", f"{BINDER}11_transformer_xl_gpt2_gpt3]",
+LONGEST_FIRST = (*(f"{LAB}{name}.ipynb]" for name in (
+                     "04_attention", "03_rnn_lstm", "07_ulmfit", "09_gpt", "10_bert", "05_transformer",
+                     "11_transformer_xl_gpt2_gpt3", "08_elmo", "02_neural_lms_and_word2vec", "06_awd_lstm", "demos",
+                     "01_ngrams", "12_comparison", "00_start_here")),
+                 "tests/test_pretrain_cli.py", f"{BINDER}09_gpt]", f"{BINDER}11_transformer_xl_gpt2_gpt3]",
                  f"{BINDER}10_bert]")
 
 

@@ -37,10 +37,10 @@ def test_the_longest_groups_come_first_and_each_file_stays_together_in_order():
            "tests/test_pretrain_cli.py::test_two[gpt]", "tests/test_bert.py::test_b"]
     items = [Item(i) for i in ids]
     conftest.pytest_collection_modifyitems(SimpleNamespace(option=SimpleNamespace(dist="loadgroup")), items)
-    assert [i.nodeid for i in items] == [
-        "tests/test_pretrain_cli.py::test_one", "tests/test_pretrain_cli.py::test_two[gpt]", f"{lab}04_attention.ipynb]",
-        f"{lab}03_rnn_lstm.ipynb]", f"{binder}10_bert]", "notebooks/01_ngrams.ipynb::Cell 0",
-        "notebooks/01_ngrams.ipynb::Cell 1", "tests/test_bert.py::test_a", f"{lab}00_start_here.ipynb]",
+    assert [i.nodeid for i in items] == [  # the Lab notebooks together, then the longest other groups
+        f"{lab}04_attention.ipynb]", f"{lab}03_rnn_lstm.ipynb]", f"{lab}00_start_here.ipynb]",
+        "tests/test_pretrain_cli.py::test_one", "tests/test_pretrain_cli.py::test_two[gpt]", f"{binder}10_bert]",
+        "notebooks/01_ngrams.ipynb::Cell 0", "notebooks/01_ngrams.ipynb::Cell 1", "tests/test_bert.py::test_a",
         "tests/test_binder.py::test_license", "tests/test_bert.py::test_b"]
     groups = {i.nodeid: [m.args[0] for m in i.groups] for i in items}
     assert groups["notebooks/01_ngrams.ipynb::Cell 1"] == ["notebooks/01_ngrams.ipynb"]  # one kernel, in order
@@ -59,7 +59,11 @@ def test_every_named_long_test_exists(name):
         if entry.startswith(start):
             param = entry[len(start):-1]
             assert (ROOT / "notebooks" / param).is_file() or (ROOT / "notebooks" / f"{param}.ipynb").is_file(), entry
-    assert (ROOT / conftest.LONGEST_FIRST[0]).is_file()
+    assert (ROOT / "tests" / "test_pretrain_cli.py").is_file() and "tests/test_pretrain_cli.py" in conftest.LONGEST_FIRST
+    lab = [entry for entry in conftest.LONGEST_FIRST if entry.startswith(conftest.LAB)]
+    assert conftest.LONGEST_FIRST[:len(lab)] == tuple(lab)  # every Lab notebook before any other group
+    in_lab = {p.name for p in (ROOT / "notebooks").glob("*.ipynb")}
+    assert {entry[len(conftest.LAB):-1] for entry in lab} == in_lab  # each named once, none missing
 
 
 def test_without_loadgroup_nothing_is_grouped_or_moved():
