@@ -99,3 +99,29 @@ def test_copied_rows_are_the_rows_of_the_file_they_name(name):
                 and ("dev_accuracy" in s) == ("dev_accuracy" in r)]
         value = "dev_accuracy" if "dev_accuracy" in r else "accuracy"
         assert same and same[0][value] == r[value], r
+
+
+def test_random_init_rows_are_copied_from_an_archive_only_for_the_same_config_tokenizer_and_settings(tmp_path):
+    # The rows of the checkpoint shipped before that never read its weights: the same runs for the new checkpoint.
+    import json
+
+    from result_file import archived_random_init_rows
+
+    report = {"config": {"d_model": 128}, "sha256": {"tokenizer.json": "t" * 64, "model.safetensors": "new"}}
+    settings = {"n_test": 1000, "recipe": {"lr": 5e-4}}
+    archive = tmp_path / "x_short_pretraining.json"
+    archive.write_text(json.dumps({
+        "checkpoint_report": {**report, "sha256": {**report["sha256"], "model.safetensors": "old"}},
+        "settings": settings,
+        "dev_rows": [dict(lr=1e-3, seed=0, dev_accuracy=0.7), dict(lr=1e-3, seed=1, dev_accuracy=0.6, **{"from": "r.json"})],
+        "rows": [dict(condition="scratch", accuracy=0.7), dict(condition="bert", accuracy=0.8),
+                 dict(condition="scratch", accuracy=0.6, **{"from": "other.json"})]}))
+    pretrained = lambda r: r["condition"] == "bert"  # noqa: E731
+    dev_rows, rows = archived_random_init_rows(archive, report, settings, pretrained, moved={"r.json": "r_old.json"})
+    assert [r["from"] for r in dev_rows] == [archive.name, "r_old.json"]
+    assert [(r["accuracy"], r["from"]) for r in rows] == [(0.7, archive.name), (0.6, "other.json")]
+    for changed in ({**report, "config": {"d_model": 64}},
+                    {**report, "sha256": {**report["sha256"], "tokenizer.json": "u" * 64}}):
+        assert archived_random_init_rows(archive, changed, settings, pretrained) == ([], [])
+    assert archived_random_init_rows(archive, report, {**settings, "n_test": 500}, pretrained) == ([], [])
+    assert archived_random_init_rows(tmp_path / "missing.json", report, settings, pretrained) == ([], [])

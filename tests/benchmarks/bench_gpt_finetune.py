@@ -40,7 +40,7 @@ import torch
 from dev_rates import DEV, chosen_rate, committed_scratch, dev_split
 from machine import load, machine
 from over_seeds import imdb_test_subset, summarise
-from result_file import kept_rows, write_result
+from result_file import archived_random_init_rows, kept_rows, write_result
 
 from lmlib.data import load_imdb
 from lmlib.models.gpt_finetune import FinetuneTokens
@@ -184,17 +184,8 @@ def random_init_rows(report: dict) -> tuple[list[dict], list[dict]]:
     """The dev sweep and the random-init rows (``scratch``, ``scratch_at_recipe_rate``) of the results of the GPT
     shipped before (SHORT_PRETRAINING), each marked ``"from"``, when that GPT had this one's config and tokenizer
     file and its results this script's settings; otherwise none."""
-    if not SHORT_PRETRAINING.is_file():
-        return [], []
-    earlier = json.loads(SHORT_PRETRAINING.read_text())
-    theirs = earlier["checkpoint_report"]
-    if (theirs["config"] != report["config"] or theirs["sha256"]["tokenizer.json"] != report["sha256"]["tokenizer.json"]
-            or earlier["settings"] != json.loads(json.dumps(SETTINGS))):
-        return [], []
-    name = SHORT_PRETRAINING.name
-    dev = [{**r, "from": r.get("from", name)} for r in earlier["dev_rows"]]
-    tests = [{**r, "from": r.get("from", name)} for r in earlier["rows"] if not CONDITIONS[r["condition"]]["pretrained"]]
-    return dev, tests
+    return archived_random_init_rows(SHORT_PRETRAINING, report, SETTINGS,
+                                     lambda r: CONDITIONS[r["condition"]]["pretrained"])
 
 
 def pretrained_rows(sha: str) -> list[dict]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -27,3 +28,26 @@ def kept_rows(path: Path, settings: dict, checkpoint_sha256: str) -> list[dict]:
             and previous["checkpoint_sha256"] == checkpoint_sha256:
         return previous["rows"]
     return []
+
+
+def archived_random_init_rows(archive: Path, report: dict, settings: dict, pretrained: Callable[[dict], bool],
+                              moved: dict[str, str] | None = None) -> tuple[list[dict], list[dict]]:
+    """``(dev rows, rows)`` of ``archive``, the results of the checkpoint shipped before (its ``pretrain.json`` kept
+    as ``checkpoint_report``): its dev sweep and its rows that ``pretrained`` says did not read the pretrained weights,
+    each marked ``"from"`` (a row copied there keeps its own, renamed by ``moved`` where that file was archived too),
+    when that checkpoint had ``report``'s config and tokenizer file and the archive was measured with ``settings``;
+    otherwise none. A random-init run never reads the weights, so it is the same run for both checkpoints."""
+    if not archive.is_file():
+        return [], []
+    earlier = json.loads(archive.read_text())
+    theirs = earlier["checkpoint_report"]
+    if (theirs["config"] != report["config"] or theirs["sha256"]["tokenizer.json"] != report["sha256"]["tokenizer.json"]
+            or earlier["settings"] != json.loads(json.dumps(settings))):
+        return [], []
+    moved = moved or {}
+
+    def marked(r: dict) -> dict:
+        return {**r, "from": moved.get(r.get("from"), r.get("from", archive.name))}
+
+    return ([marked(r) for r in earlier["dev_rows"]],
+            [marked(r) for r in earlier["rows"] if not pretrained(r)])

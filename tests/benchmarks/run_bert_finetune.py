@@ -45,7 +45,7 @@ import torch
 from dev_rates import DEV, chosen_rate, committed_scratch, dev_split
 from machine import load, machine
 from over_seeds import imdb_test_subset, summarise
-from result_file import kept_rows, write_result
+from result_file import archived_random_init_rows, kept_rows, write_result
 
 from lmlib.data import load_imdb, load_sst2
 from lmlib.recipes import bert as B
@@ -210,22 +210,12 @@ def main() -> None:
 
 def random_init_rows(report: dict) -> tuple[list[dict], list[dict]]:
     """The dev sweep and the random-init rows (``scratch``, ``scratch_at_recipe_rate``) of the results of the BERT
-    shipped before (SHORT_PRETRAINING), each marked ``"from"`` (a row copied there keeps its own), when that BERT had
-    this one's config and WordPiece file and its results this script's settings; otherwise none."""
-    if not SHORT_PRETRAINING.is_file():
-        return [], []
-    earlier = json.loads(SHORT_PRETRAINING.read_text())
-    theirs = earlier["checkpoint_report"]
-    if (theirs["config"] != report["config"] or theirs["sha256"]["tokenizer.json"] != report["sha256"]["tokenizer.json"]
-            or earlier["settings"] != json.loads(json.dumps(SETTINGS))):
-        return [], []
-    name = SHORT_PRETRAINING.name
-    # a row the archive copied from the rates file came from that file as it stood then, archived beside it
-    moved = {RATES_FILE.name: RATES_FILE.name.replace(".json", "_short_pretraining.json")}
-    dev = [{**r, "from": moved.get(r.get("from"), r.get("from", name))} for r in earlier["dev_rows"]]
-    tests = [{**r, "from": moved.get(r.get("from"), r.get("from", name))} for r in earlier["rows"]
-             if not CONDITIONS[r["condition"]]["pretrained"]]
-    return dev, tests
+    shipped before (SHORT_PRETRAINING), each marked ``"from"``, when that BERT had this one's config and WordPiece
+    file and its results this script's settings; otherwise none. A row the archive copied from the rates file came
+    from that file as it stood then, archived beside it."""
+    return archived_random_init_rows(SHORT_PRETRAINING, report, SETTINGS,
+                                     lambda r: CONDITIONS[r["condition"]]["pretrained"],
+                                     moved={RATES_FILE.name: RATES_FILE.name.replace(".json", "_short_pretraining.json")})
 
 
 if __name__ == "__main__":
