@@ -29,9 +29,7 @@ if "LMLIB_DATA_DIR" not in os.environ and os.path.isfile(os.path.join(_MIRROR, "
 # they spread over the workers.
 SPREAD_OVER_WORKERS = ("tests/browser/test_notebooks_in_lab.py", "tests/test_binder.py")
 
-# With --no-loadscope-reorder (pyproject.toml) xdist hands out the groups in collection order, the next one to
-# whichever worker is free; without it xdist puts the groups with the most tests first, which left the one-test
-# groups, the JupyterLab notebooks and the Binder sessions, to the end (the tail of the run). Longest first keeps the
+# xdist hands out the groups in collection order, the next one to whichever worker is free. Longest first keeps the
 # two workers busy to the end instead of leaving one alone with a long group (longest-processing-time-first), in
 # the order of a fresh clone's `--durations`; everything else follows as collected. The JupyterLab notebooks come
 # first and together: each worker then runs its share of them back to back on one Lab server (a module fixture),

@@ -72,11 +72,3 @@ def test_without_loadgroup_nothing_is_grouped_or_moved():
     conftest.pytest_collection_modifyitems(SimpleNamespace(option=SimpleNamespace(dist="no")), items)
     assert [i.nodeid for i in items] == ["tests/test_bert.py::test_a", "tests/test_pretrain_cli.py::test_one"]
     assert not items[0].groups
-
-
-def test_the_test_command_keeps_the_order_the_conftest_gives():
-    # Without --no-loadscope-reorder pytest-xdist sorts the groups by their number of tests, one-test groups last.
-    import tomllib
-
-    addopts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["addopts"].split()
-    assert {"--dist", "loadgroup", "--no-loadscope-reorder"} <= set(addopts)
