@@ -29,19 +29,19 @@ if "LMLIB_DATA_DIR" not in os.environ and os.path.isfile(os.path.join(_MIRROR, "
 # they spread over the workers.
 SPREAD_OVER_WORKERS = ("tests/browser/test_notebooks_in_lab.py", "tests/test_binder.py")
 
-# xdist hands out the groups in collection order, the next one to whichever worker is free. Longest first keeps the
-# two workers busy to the end instead of leaving one alone with a long group (longest-processing-time-first), in
-# the order of a fresh clone's `--durations`; everything else follows as collected. The JupyterLab notebooks come
-# first and together: each worker then runs its share of them back to back on one Lab server (a module fixture),
-# where another file's test in between would make it start a new server (about 12 s).
+# pytest-xdist hands out the groups with the most tests first and the one-test groups last, those in collection
+# order: the JupyterLab notebooks and the Binder sessions, the longest tests of the suite, end the run. Among them
+# longest first (longest-processing-time-first, in the order of a fresh clone's `--durations`) keeps the two workers
+# busy to the end instead of leaving one alone with a long notebook; the Lab notebooks stay together, so each worker
+# runs its share back to back on one Lab server (a module fixture, about 12 s to start). Asking xdist to keep the
+# collection order instead (--no-loadscope-reorder, Lab first) left a run hanging at its last two tests.
 LAB = "tests/browser/test_notebooks_in_lab.py::test_notebook_in_jupyterlab["
 BINDER = "tests/test_binder.py::test_notebook_in_a_binder_session_asks_the_hub_nothing_and_stays_within_memory["
 LONGEST_FIRST = (*(f"{LAB}{name}.ipynb]" for name in (
                      "04_attention", "03_rnn_lstm", "07_ulmfit", "09_gpt", "10_bert", "05_transformer",
                      "11_transformer_xl_gpt2_gpt3", "08_elmo", "02_neural_lms_and_word2vec", "06_awd_lstm", "demos",
                      "01_ngrams", "12_comparison", "00_start_here")),
-                 "tests/test_pretrain_cli.py", f"{BINDER}09_gpt]", f"{BINDER}11_transformer_xl_gpt2_gpt3]",
-                 f"{BINDER}10_bert]")
+                 f"{BINDER}09_gpt]", f"{BINDER}11_transformer_xl_gpt2_gpt3]", f"{BINDER}10_bert]")
 
 
 def _rank(nodeid: str) -> int:

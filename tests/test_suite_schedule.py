@@ -1,5 +1,5 @@
 """The root conftest.py's schedule for `pytest -n 2 --dist loadgroup`: every test file is one xdist group except the
-independent notebook runs, and the longest groups are handed out first (tested on stand-in items)."""
+independent notebook runs, and among those one-test groups the longest come first (tested on stand-in items)."""
 
 import importlib.util
 from pathlib import Path
@@ -37,11 +37,12 @@ def test_the_longest_groups_come_first_and_each_file_stays_together_in_order():
            "tests/test_pretrain_cli.py::test_two[gpt]", "tests/test_bert.py::test_b"]
     items = [Item(i) for i in ids]
     conftest.pytest_collection_modifyitems(SimpleNamespace(option=SimpleNamespace(dist="loadgroup")), items)
-    assert [i.nodeid for i in items] == [  # the Lab notebooks together, then the longest other groups
-        f"{lab}04_attention.ipynb]", f"{lab}03_rnn_lstm.ipynb]", f"{lab}00_start_here.ipynb]",
-        "tests/test_pretrain_cli.py::test_one", "tests/test_pretrain_cli.py::test_two[gpt]", f"{binder}10_bert]",
+    assert [i.nodeid for i in items] == [  # the Lab notebooks together, longest first, then the Binder sessions
+        f"{lab}04_attention.ipynb]", f"{lab}03_rnn_lstm.ipynb]", f"{lab}00_start_here.ipynb]", f"{binder}10_bert]",
         "notebooks/01_ngrams.ipynb::Cell 0", "notebooks/01_ngrams.ipynb::Cell 1", "tests/test_bert.py::test_a",
-        "tests/test_binder.py::test_license", "tests/test_bert.py::test_b"]
+        "tests/test_binder.py::test_license", "tests/test_pretrain_cli.py::test_one",
+        "tests/test_pretrain_cli.py::test_two[gpt]",
+        "tests/test_bert.py::test_b"]
     groups = {i.nodeid: [m.args[0] for m in i.groups] for i in items}
     assert groups["notebooks/01_ngrams.ipynb::Cell 1"] == ["notebooks/01_ngrams.ipynb"]  # one kernel, in order
     assert groups["tests/test_pretrain_cli.py::test_two[gpt]"] == ["tests/test_pretrain_cli.py"]
@@ -59,7 +60,6 @@ def test_every_named_long_test_exists(name):
         if entry.startswith(start):
             param = entry[len(start):-1]
             assert (ROOT / "notebooks" / param).is_file() or (ROOT / "notebooks" / f"{param}.ipynb").is_file(), entry
-    assert (ROOT / "tests" / "test_pretrain_cli.py").is_file() and "tests/test_pretrain_cli.py" in conftest.LONGEST_FIRST
     lab = [entry for entry in conftest.LONGEST_FIRST if entry.startswith(conftest.LAB)]
     assert conftest.LONGEST_FIRST[:len(lab)] == tuple(lab)  # every Lab notebook before any other group
     in_lab = {p.name for p in (ROOT / "notebooks").glob("*.ipynb")}
@@ -68,7 +68,7 @@ def test_every_named_long_test_exists(name):
 
 def test_without_loadgroup_nothing_is_grouped_or_moved():
     conftest = _root_conftest()
-    items = [Item("tests/test_bert.py::test_a"), Item("tests/test_pretrain_cli.py::test_one")]
+    items = [Item("tests/test_bert.py::test_a"), Item(f"{conftest.LAB}04_attention.ipynb]")]
     conftest.pytest_collection_modifyitems(SimpleNamespace(option=SimpleNamespace(dist="no")), items)
-    assert [i.nodeid for i in items] == ["tests/test_bert.py::test_a", "tests/test_pretrain_cli.py::test_one"]
+    assert [i.nodeid for i in items] == ["tests/test_bert.py::test_a", f"{conftest.LAB}04_attention.ipynb]"]
     assert not items[0].groups
