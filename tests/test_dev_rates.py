@@ -110,9 +110,9 @@ def test_random_init_rows_are_copied_from_an_archive_only_for_the_same_config_to
     report = {"config": {"d_model": 128}, "sha256": {"tokenizer.json": "t" * 64, "model.safetensors": "new"}}
     settings = {"n_test": 1000, "recipe": {"lr": 5e-4}}
     archive = tmp_path / "x_short_pretraining.json"
+    old_report = {**report, "sha256": {**report["sha256"], "model.safetensors": "old"}}
     archive.write_text(json.dumps({
-        "checkpoint_report": {**report, "sha256": {**report["sha256"], "model.safetensors": "old"}},
-        "settings": settings,
+        "checkpoint_report": old_report, "checkpoint_sha256": "old", "settings": settings,
         "dev_rows": [dict(lr=1e-3, seed=0, dev_accuracy=0.7), dict(lr=1e-3, seed=1, dev_accuracy=0.6, **{"from": "r.json"})],
         "rows": [dict(condition="scratch", accuracy=0.7), dict(condition="bert", accuracy=0.8),
                  dict(condition="scratch", accuracy=0.6, **{"from": "other.json"})]}))
@@ -125,3 +125,12 @@ def test_random_init_rows_are_copied_from_an_archive_only_for_the_same_config_to
         assert archived_random_init_rows(archive, changed, settings, pretrained) == ([], [])
     assert archived_random_init_rows(archive, report, {**settings, "n_test": 500}, pretrained) == ([], [])
     assert archived_random_init_rows(tmp_path / "missing.json", report, settings, pretrained) == ([], [])
+    # the old checkpoint's pretrain.json kept in another archived result; rows measured with another checkpoint refused
+    rates = tmp_path / "rates_short_pretraining.json"
+    rates.write_text(json.dumps({"checkpoint_sha256": "old", "settings": settings,
+                                 "rows": [dict(condition="scratch", accuracy=0.5), dict(condition="bert", accuracy=0.9)]}))
+    assert archived_random_init_rows(rates, report, settings, pretrained, report_archive=archive) == (
+        [], [dict(condition="scratch", accuracy=0.5, **{"from": rates.name})])
+    assert archived_random_init_rows(rates, report, settings, pretrained, report_archive=tmp_path / "none.json") == ([], [])
+    rates.write_text(json.dumps({**json.loads(rates.read_text()), "checkpoint_sha256": "other"}))
+    assert archived_random_init_rows(rates, report, settings, pretrained, report_archive=archive) == ([], [])

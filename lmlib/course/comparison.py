@@ -493,9 +493,8 @@ def staged_pretraining_rows() -> list[dict]:
     :data:`GPU_STAGED` beside the shipped CPU one, or shipped beside the CPU one shipped before it
     (:func:`short_pretraining_report`). Tokens read (and per parameter), seconds, the device, and one held-out
     metric of each. Rows: ``checkpoint``, ``shipped`` (which of the two ships: ``"GPU"`` or ``"CPU"``, or neither
-when another GPU checkpoint does, as for BERT with MLM alone), ``metric``,
-    ``gpu_tokens``, ``gpu_tokens_per_parameter``, ``gpu_seconds``, ``device``, ``gpu_value``, ``cpu_tokens``,
-    ``cpu_value``."""
+    when another GPU checkpoint does, as for BERT with MLM alone), ``metric``, ``gpu_tokens``,
+    ``gpu_tokens_per_parameter``, ``gpu_seconds``, ``device``, ``gpu_value``, ``cpu_tokens``, ``cpu_value``."""
     rows = []
     for folder, (shipped_name, metric, read) in STAGED_METRICS.items():
         if (GPU_STAGED / folder / "pretrain.json").is_file():

@@ -57,7 +57,7 @@ from .shipping import PRETRAINED_DIR, load_shipped, pretrain_command, round_to_f
 
 NAME = "bert_imdb"
 CHECKPOINT_DIR = PRETRAINED_DIR / NAME
-# a GPU; it shared the GPU with the MLM-alone run of the same budget (tests/benchmarks/gpu_bert_session.sh)
+# on a GPU, shared with the MLM-alone run of the same budget (tests/benchmarks/gpu_bert_session.sh)
 REBUILD = "python -m lmlib.recipes.accelerated bert --out lmlib/pretrained/bert_imdb --device cuda --deadline 150"
 
 TOKENIZER_RECIPE = dict(vocab_size=8192, min_frequency=2, score="frequency")

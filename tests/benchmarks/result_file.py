@@ -31,17 +31,21 @@ def kept_rows(path: Path, settings: dict, checkpoint_sha256: str) -> list[dict]:
 
 
 def archived_random_init_rows(archive: Path, report: dict, settings: dict, pretrained: Callable[[dict], bool],
-                              moved: dict[str, str] | None = None) -> tuple[list[dict], list[dict]]:
-    """``(dev rows, rows)`` of ``archive``, the results of the checkpoint shipped before (its ``pretrain.json`` kept
-    as ``checkpoint_report``): its dev sweep and its rows that ``pretrained`` says did not read the pretrained weights,
-    each marked ``"from"`` (a row copied there keeps its own, renamed by ``moved`` where that file was archived too),
-    when that checkpoint had ``report``'s config and tokenizer file and the archive was measured with ``settings``;
-    otherwise none. A random-init run never reads the weights, so it is the same run for both checkpoints."""
-    if not archive.is_file():
+                              moved: dict[str, str] | None = None,
+                              report_archive: Path | None = None) -> tuple[list[dict], list[dict]]:
+    """``(dev rows, rows)`` of ``archive``, the results of the checkpoint shipped before: its dev sweep (none if it
+    has none) and its rows that ``pretrained`` says did not read the pretrained weights, each marked ``"from"`` (a row
+    copied there keeps its own, renamed by ``moved`` where that file was archived too), when that checkpoint had
+    ``report``'s config and tokenizer file and the archive was measured with ``settings`` and that checkpoint;
+    otherwise none. The checkpoint's ``pretrain.json`` is the ``checkpoint_report`` of ``archive``, or of
+    ``report_archive`` where another archived result keeps it. A random-init run never reads the weights, so it is
+    the same run for both checkpoints."""
+    if not archive.is_file() or (report_archive is not None and not report_archive.is_file()):
         return [], []
     earlier = json.loads(archive.read_text())
-    theirs = earlier["checkpoint_report"]
-    if (theirs["config"] != report["config"] or theirs["sha256"]["tokenizer.json"] != report["sha256"]["tokenizer.json"]
+    theirs = json.loads((report_archive or archive).read_text())["checkpoint_report"]
+    if (earlier["checkpoint_sha256"] not in theirs["sha256"].values() or theirs["config"] != report["config"]
+            or theirs["sha256"]["tokenizer.json"] != report["sha256"]["tokenizer.json"]
             or earlier["settings"] != json.loads(json.dumps(settings))):
         return [], []
     moved = moved or {}
@@ -49,5 +53,5 @@ def archived_random_init_rows(archive: Path, report: dict, settings: dict, pretr
     def marked(r: dict) -> dict:
         return {**r, "from": moved.get(r.get("from"), r.get("from", archive.name))}
 
-    return ([marked(r) for r in earlier["dev_rows"]],
+    return ([marked(r) for r in earlier.get("dev_rows", [])],
             [marked(r) for r in earlier["rows"] if not pretrained(r)])

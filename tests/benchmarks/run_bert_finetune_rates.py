@@ -19,14 +19,13 @@ one shares (a random-init run never reads the pretrained weights); ``--train-aga
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
 import torch
 from machine import load, machine
 from over_seeds import summarise
-from result_file import kept_rows, write_result
+from result_file import archived_random_init_rows, kept_rows, write_result
 
 from lmlib.data import load_imdb
 from lmlib.recipes import bert as B
@@ -61,10 +60,11 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(SETTINGS["threads"])
 
-    sha = B.pretrain_report()["sha256"][f"{B.NAME}.safetensors"]
+    report = B.pretrain_report()
+    sha = report["sha256"][f"{B.NAME}.safetensors"]
     rows = kept_rows(RESULTS, SETTINGS, sha)
     done = {(r["condition"], r["lr"], r["seed"]) for r in rows}
-    earlier = [] if args.train_again else random_init_rows(B.pretrain_report())
+    earlier = [] if args.train_again else random_init_rows(report)
 
     _, tokenizer = B.load_pretrained()
     pad, max_len = tokenizer.token_to_id("[PAD]"), B.FINETUNE_RECIPE["max_len"]
@@ -111,16 +111,9 @@ def random_init_rows(report: dict) -> list[dict]:
     """The random-init rows of the results of the BERT shipped before (SHORT_PRETRAINING; that BERT's pretrain.json
     is REPORT_ARCHIVE's ``checkpoint_report``), each marked ``"from"``, when that BERT had this one's config and
     WordPiece file and its results this script's settings; otherwise none."""
-    if not (SHORT_PRETRAINING.is_file() and REPORT_ARCHIVE.is_file()):
-        return []
-    earlier = json.loads(SHORT_PRETRAINING.read_text())
-    theirs = json.loads(REPORT_ARCHIVE.read_text())["checkpoint_report"]
-    if (theirs["sha256"]["bert_imdb.safetensors"] != earlier["checkpoint_sha256"] or theirs["config"] != report["config"]
-            or theirs["sha256"]["tokenizer.json"] != report["sha256"]["tokenizer.json"]
-            or earlier["settings"] != json.loads(json.dumps(SETTINGS))):
-        return []
-    return [{**r, "from": r.get("from", SHORT_PRETRAINING.name)} for r in earlier["rows"]
-            if not CONDITIONS[r["condition"]]]
+    _, rows = archived_random_init_rows(SHORT_PRETRAINING, report, SETTINGS, lambda r: CONDITIONS[r["condition"]],
+                                        report_archive=REPORT_ARCHIVE)
+    return rows
 
 
 if __name__ == "__main__":
