@@ -75,9 +75,11 @@ def pytest_xdist_node_collection_finished(node, ids):
 
 
 # Each notebook is executed once: where the JupyterLab browser test runs a notebook (Chromium found, the test not
-# deselected), it applies nbval's checks to that run (tests/browser/nbval_checks.py), and nbval's own run of the
-# notebook is left out here. Without Chromium the browser module is skipped at collection, collects no test, and
-# nbval runs every notebook as before; `pytest notebooks/06_awd_lstm.ipynb` alone runs nbval too.
+# deselected), it applies nbval's checks to that run (tests/browser/nbval_checks.py) and the Binder session's checks
+# (no network, peak memory: its Lab server runs in that session's environment), and nbval's own run of the notebook
+# and tests/test_binder.py's run of it are left out here. Without Chromium the browser module is skipped at
+# collection, collects no test, and nbval and test_binder.py run their notebooks as before; `pytest
+# notebooks/06_awd_lstm.ipynb` alone runs nbval too.
 BROWSER_TEST = "tests/browser/test_notebooks_in_lab.py::test_notebook_in_jupyterlab["
 
 
@@ -99,9 +101,14 @@ class _OnceInLab:
                 if covered(json.load(fh)):
                     once.add(f"notebooks/{name}")
         left_out = [item for item in items if item.nodeid.split("::", 1)[0] in once]
+        # The Lab server runs in a Binder session's environment with every kernel watched (tests/browser/
+        # binder_session.py): test_binder.py's plain-kernel sessions of the same notebooks are left out too.
+        left_out += [item for item in items
+                     if item.nodeid.startswith(BINDER) and f"{item.nodeid[len(BINDER):-1]}.ipynb" in in_lab]
         if left_out:
             config.hook.pytest_deselected(items=left_out)
-            items[:] = [item for item in items if item.nodeid.split("::", 1)[0] not in once]
+            dropped = {id(item) for item in left_out}
+            items[:] = [item for item in items if id(item) not in dropped]
             config.lmlib_checked_in_lab = sorted(once)
 
     @pytest.hookimpl(optionalhook=True)
@@ -114,8 +121,9 @@ class _OnceInLab:
     def pytest_terminal_summary(self, terminalreporter, config):
         once = getattr(config, "lmlib_checked_in_lab", None)
         if once:
-            terminalreporter.write_line(f"nbval's checks ran inside the JupyterLab test's run of {len(once)} "
-                                        "notebooks (each notebook executed once; see conftest.py)")
+            terminalreporter.write_line(f"nbval's checks and the Binder session's (no network, peak memory) ran "
+                                        f"inside the JupyterLab test's run of {len(once)} notebooks (each notebook "
+                                        "executed once; see conftest.py)")
 
 
 def pytest_configure(config):

@@ -20,18 +20,15 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 BINDER = REPO / "binder"
+sys.path.insert(0, str(REPO / "tests" / "browser"))
+import binder_session  # noqa: E402  (tests/browser: shared with the JupyterLab test, which runs in this session)
+from binder_session import HUB_VARIABLES, start_environment  # noqa: E402
+from labdriver import MemoryMonitor  # noqa: E402  (the browser test's measure: the kernel and its children, polled)
+
+sys.path.remove(str(REPO / "tests" / "browser"))
 PEAK_MEMORY_LIMIT_MB = 1536  # the teach preset's promise, as in tests/browser: Binder gives 2 GB
-HUB_VARIABLES = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
 SET_BY_START = (*HUB_VARIABLES, "LMLIB_PRESET", "LMLIB_REAL_WEIGHTS")
-PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
 TEST_ONLY = ("pytest", "nbval", "ruff", "playwright", "jupytext", "nltk", "gensim", "scikit-learn")
-
-
-def start_environment(base: dict[str, str]) -> dict[str, str]:
-    """The environment binder/start hands to the process it starts (it ends with `exec "$@"`)."""
-    run = subprocess.run(["bash", str(BINDER / "start"), "env", "-0"], env=base, capture_output=True, timeout=30)
-    assert run.returncode == 0, f"binder/start failed: {run.stderr.decode()[-500:]}"
-    return dict(entry.split("=", 1) for entry in run.stdout.decode().split("\0") if "=" in entry)
 
 
 def test_binder_start_sets_the_teach_preset_and_the_hub_offline():
@@ -169,89 +166,58 @@ def test_data_fetch_that_keeps_failing_names_the_dataset_and_its_source(monkeypa
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Notebooks 09-11 in a Binder session: no request to the Hub, peak memory within 1.5 GB.
+# Notebooks 09-11 in a Binder session: no request to the Hub, peak memory within 1.5 GB. Where the JupyterLab browser
+# test runs (Chromium found), it starts its Lab server with this same session environment and checks every notebook
+# so, and the root conftest.py leaves these plain-kernel runs out: each notebook is executed once.
 
-# Put first on the kernel's PYTHONPATH: an audit hook that records and refuses every network lookup or connection
-# that is not to this machine (the kernel's own channels are ZeroMQ sockets on 127.0.0.1, outside Python's socket
-# module). A download needs a name lookup first, so even a machine without internet sees the attempt.
-SITECUSTOMIZE = '''
-import os
-import sys
-
-_LOG = os.environ["LMLIB_TEST_NETWORK_LOG"]
-_LOCAL = {None, "", "localhost", "127.0.0.1", "::1", "0.0.0.0", b"localhost", b"127.0.0.1", b"::1"}
-
-
-def _refuse(what):
-    with open(_LOG, "a", encoding="utf-8") as log:
-        log.write(what + "\\n")
-    raise OSError(f"network access refused by tests/test_binder.py: {what}")
-
-
-def _hook(event, args):
-    if event in ("socket.getaddrinfo", "socket.gethostbyname") and args[0] not in _LOCAL:
-        _refuse(f"{event} {args[0]!r}")
-    elif event == "socket.connect" and isinstance(args[1], tuple) and args[1][0] not in _LOCAL:
-        _refuse(f"{event} {args[1]!r}")
+def test_the_session_watch_refuses_and_records_a_lookup_and_leaves_the_jupyter_server_alone(tmp_path):
+    env = binder_session.session_environment(tmp_path)
+    assert env["LMLIB_PRESET"] == os.environ.get("LMLIB_PRESET", "teach")
+    assert not set(binder_session.HUB_VARIABLES) & set(env), "the session keeps the Hub offline: a download by " \
+                                                             "default would not be seen"
+    probe = "import socket\ntry:\n    socket.getaddrinfo('huggingface.co', 443)\nexcept OSError as e:\n    print(e)"
+    run = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60)
+    assert "network access refused by the tests' Binder session" in run.stdout, run.stdout + run.stderr
+    lines = (tmp_path / "network.log").read_text(encoding="utf-8").splitlines()
+    assert [line.split(" ", 2)[1] for line in lines] == ["watching", "refused", "peak_rss_bytes"], lines
+    assert lines[1].endswith("refused socket.getaddrinfo 'huggingface.co'") and int(lines[2].split()[2]) > 2**20
+    (tmp_path / "network.log").unlink()
+    server = subprocess.run([sys.executable, "-m", "jupyter", "--version"], env=env, capture_output=True, timeout=60)
+    assert server.returncode == 0 and not (tmp_path / "network.log").exists(), "the Jupyter server was watched"
+    log = binder_session.read_log(tmp_path / "network.log")
+    assert log.problems() == ["network: no kernel was watched (the session's sitecustomize did not run in the "
+                              "kernel), so the network and memory checks prove nothing"]
 
 
-sys.addaudithook(_hook)
-'''
-
-# Run after the notebook's own cells: one lookup of the Hub, which the hook must record (else the hook never ran and
-# the check above proves nothing), then the kernel's own peak resident memory, which polling could miss.
-LAST_CELL = """import resource as _resource, socket as _socket, sys as _sys
-try:
-    _socket.getaddrinfo("huggingface.co", 443)
-except OSError:
-    pass
-print("LMLIB_PEAK_RSS_BYTES", _resource.getrusage(_resource.RUSAGE_SELF).ru_maxrss * (1 if _sys.platform == "darwin" else 1024))
-"""
-PROBE = "socket.getaddrinfo 'huggingface.co'"
-
-
-@pytest.fixture(scope="module")
-def session_environment(tmp_path_factory):
-    """binder/start's environment, as Binder starts Lab with it, plus the recording hook. The Hub variables it
-    sets are then taken out again, so that a notebook that would download by default is seen trying (binder/start
-    setting them is the first test's business); proxies are dropped so any request resolves its own host."""
-    tmp = tmp_path_factory.mktemp("binder")
-    (tmp / "hook").mkdir()
-    (tmp / "hook" / "sitecustomize.py").write_text(SITECUSTOMIZE, encoding="utf-8")
-    base = {k: v for k, v in os.environ.items() if k not in SET_BY_START + PROXY_VARIABLES}
-    env = start_environment(base)
-    for variable in HUB_VARIABLES:
-        env.pop(variable, None)
-    env.update(PYTHONPATH=os.pathsep.join([str(tmp / "hook"), *filter(None, [env.get("PYTHONPATH")])]),
-               LMLIB_RESULTS_DIR=str(tmp / "results"), PYTHONDONTWRITEBYTECODE="1")
-    return tmp, env
+def test_a_session_log_names_every_problem(tmp_path):
+    (tmp_path / "network.log").write_text("7 watching -m ipykernel_launcher -f\n8 watching -c import\n"
+                                          "7 refused socket.getaddrinfo 'huggingface.co'\n8 peak_rss_bytes 99\n"
+                                          "9 watching -m ipykernel_launcher -f\n9 peak_rss_bytes 5000\n",
+                                          encoding="utf-8")
+    log = binder_session.read_log(tmp_path / "network.log")
+    assert (log.kernels, log.kernel_peak_bytes, log.kernels_without_peak) == ([7, 9], 5000, [7])
+    assert log.problems() == ["network: the kernel reached for the network in a Binder session: "
+                              "socket.getaddrinfo 'huggingface.co'",
+                              "memory: kernel 7 exited without recording its peak memory (killed rather than shut "
+                              "down?)"]
 
 
 @pytest.mark.notebook_runs
 @pytest.mark.parametrize("notebook", ["09_gpt", "10_bert", "11_transformer_xl_gpt2_gpt3"])
-def test_notebook_in_a_binder_session_asks_the_hub_nothing_and_stays_within_memory(notebook, session_environment):
+def test_notebook_in_a_binder_session_asks_the_hub_nothing_and_stays_within_memory(notebook, tmp_path):
     import nbformat
     from nbclient import NotebookClient
 
-    sys.path.insert(0, str(REPO / "tests" / "browser"))
-    try:
-        from labdriver import MemoryMonitor  # the browser test's measure: the kernel and its children, polled
-    finally:
-        sys.path.remove(str(REPO / "tests" / "browser"))
-    tmp, env = session_environment
-    log = tmp / f"{notebook}.network.log"
-    env = {**env, "LMLIB_TEST_NETWORK_LOG": str(log)}
+    env = {**binder_session.session_environment(tmp_path), "LMLIB_RESULTS_DIR": str(tmp_path / "results"),
+           "PYTHONDONTWRITEBYTECODE": "1"}
     nb = nbformat.read(REPO / "notebooks" / f"{notebook}.ipynb", as_version=4)
-    nb.cells.append(nbformat.v4.new_code_cell(LAST_CELL))
     client = NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(REPO / "notebooks")}})
     with MemoryMonitor(os.getpid()) as memory:
         client.execute(env=env)
-    requests = log.read_text(encoding="utf-8").splitlines() if log.exists() else []
-    assert requests[-1:] == [PROBE], f"the network hook did not run in {notebook}'s kernel (log: {requests})"
-    assert not requests[:-1], f"{notebook} reached for the network in a Binder session: {requests[:-1]}"
-    printed = "".join(o.get("text", "") for o in nb.cells[-1].outputs)
-    kernel_peak = int(re.search(r"LMLIB_PEAK_RSS_BYTES (\d+)", printed).group(1))
-    peak_mb = round(max(kernel_peak, memory.peak) / 2**20)
-    print(f"{notebook}: peak {peak_mb} MB (kernel high-water mark {kernel_peak / 2**20:.0f} MB, polled {memory.peak / 2**20:.0f} MB)")
+    log = binder_session.read_log(tmp_path / "network.log")
+    assert not log.problems(), f"{notebook} in a Binder session: {log.problems()}"
+    peak_mb = round(max(log.kernel_peak_bytes, memory.peak) / 2**20)
+    print(f"{notebook}: peak {peak_mb} MB (kernel high-water mark {log.kernel_peak_bytes / 2**20:.0f} MB, "
+          f"polled {memory.peak / 2**20:.0f} MB)")
     assert peak_mb <= PEAK_MEMORY_LIMIT_MB, f"{notebook} peaked at {peak_mb} MB in a Binder session, over " \
                                             f"{PEAK_MEMORY_LIMIT_MB} MB (Binder gives 2 GB)"

@@ -72,3 +72,28 @@ def test_without_loadgroup_nothing_is_grouped_or_moved():
     conftest.pytest_collection_modifyitems(SimpleNamespace(option=SimpleNamespace(dist="no")), items)
     assert [i.nodeid for i in items] == ["tests/test_bert.py::test_a", f"{conftest.LAB}04_attention.ipynb]"]
     assert not items[0].groups
+
+
+def test_a_notebook_run_in_lab_is_not_run_again_by_nbval_or_in_a_plain_binder_kernel():
+    """The JupyterLab test checks nbval's outputs and the Binder session's network and memory on its own run, so
+    conftest.py leaves out nbval's run and tests/test_binder.py's run of the same notebook (and only those)."""
+    import shutil
+    import subprocess
+    import sys
+
+    if not (shutil.which("chromium") or Path("/usr/bin/chromium").exists()):
+        pytest.skip("no Chromium: the browser test is skipped, and nbval and test_binder.py run the notebooks")
+    binder = "tests/test_binder.py::test_notebook_in_a_binder_session_asks_the_hub_nothing_and_stays_within_memory"
+    run = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-n", "0",
+                          "-k", "09_gpt or 10_bert or watch", "tests/browser/test_notebooks_in_lab.py",
+                          "tests/test_binder.py", "notebooks/09_gpt.ipynb", "notebooks/10_bert.ipynb"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    collected = [line for line in run.stdout.splitlines() if "::" in line]
+    assert sorted(collected) == [
+        "tests/browser/test_notebooks_in_lab.py::test_notebook_in_jupyterlab[09_gpt.ipynb]",
+        "tests/browser/test_notebooks_in_lab.py::test_notebook_in_jupyterlab[10_bert.ipynb]",
+        "tests/test_binder.py::test_the_session_watch_refuses_and_records_a_lookup_and_leaves_the_jupyter_server_alone",
+    ], run.stdout[-3000:] + run.stderr[-2000:]
+    alone = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-n", "0",
+                            "-k", "09_gpt", "tests/test_binder.py"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert f"{binder}[09_gpt]" in alone.stdout, "without the Lab test, test_binder.py no longer runs notebook 09"
