@@ -24,6 +24,7 @@ sys.path.insert(0, str(REPO / "tests" / "browser"))
 import binder_session  # noqa: E402  (tests/browser: shared with the JupyterLab test, which runs in this session)
 from binder_session import HUB_VARIABLES, start_environment  # noqa: E402
 from labdriver import MemoryMonitor  # noqa: E402  (the browser test's measure: the kernel and its children, polled)
+from notebook_client import notebook_client  # noqa: E402
 
 sys.path.remove(str(REPO / "tests" / "browser"))
 PEAK_MEMORY_LIMIT_MB = 1536  # the teach preset's promise, as in tests/browser: Binder gives 2 GB
@@ -206,12 +207,11 @@ def test_a_session_log_names_every_problem(tmp_path):
 @pytest.mark.parametrize("notebook", ["09_gpt", "10_bert", "11_transformer_xl_gpt2_gpt3"])
 def test_notebook_in_a_binder_session_asks_the_hub_nothing_and_stays_within_memory(notebook, tmp_path):
     import nbformat
-    from nbclient import NotebookClient
 
     env = {**binder_session.session_environment(tmp_path), "LMLIB_RESULTS_DIR": str(tmp_path / "results"),
            "PYTHONDONTWRITEBYTECODE": "1"}
     nb = nbformat.read(REPO / "notebooks" / f"{notebook}.ipynb", as_version=4)
-    client = NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(REPO / "notebooks")}})
+    client = notebook_client(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(REPO / "notebooks")}})
     with MemoryMonitor(os.getpid()) as memory:
         client.execute(env=env)
     log = binder_session.read_log(tmp_path / "network.log")

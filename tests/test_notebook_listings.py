@@ -12,13 +12,17 @@ from __future__ import annotations
 
 import ast
 import json
+import sys
 from pathlib import Path
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests" / "browser"))
+from notebook_client import notebook_client  # noqa: E402  (nbclient, its waits in slices: see there why)
+
+sys.path.remove(str(REPO / "tests" / "browser"))
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 
 
@@ -79,8 +83,8 @@ def executed():
         for cell in cells:
             nb.cells.append(nbformat.v4.new_code_cell(cell["reduced"]))
             where.append((notebook.name, cell))
-    NotebookClient(nb, timeout=240, kernel_name="python3", allow_errors=True,
-                   resources={"metadata": {"path": str(REPO / "notebooks")}}).execute()
+    notebook_client(nb, timeout=240, kernel_name="python3", allow_errors=True,
+                    resources={"metadata": {"path": str(REPO / "notebooks")}}).execute()
     found: dict[str, list] = {}
     for (name, cell), run in zip(where, nb.cells):
         errors = [o for o in run.outputs if o.get("output_type") == "error"]

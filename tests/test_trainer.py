@@ -3,6 +3,8 @@
 import io
 import math
 import re
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -282,8 +284,12 @@ def test_live_plot_records_outside_a_notebook():
 
 def test_live_plot_redraws_one_output_in_place_in_a_real_kernel():
     import nbformat
-    from nbclient import NotebookClient
 
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "browser"))
+    try:
+        from notebook_client import notebook_client  # nbclient, its waits in slices (see there why)
+    finally:
+        sys.path.pop(0)
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(
         "import torch\n"
@@ -298,7 +304,7 @@ def test_live_plot_redraws_one_output_in_place_in_a_real_kernel():
         "                  callbacks=[LivePlot(every_s=0.0)], device='cpu')\n"
         "_ = trainer.fit([random_blocks(ids, 4, 2) for _ in range(30)], epochs=3, valid=[random_blocks(ids, 4, 2)])\n"
     )]
-    NotebookClient(nb, kernel_name="python3", timeout=120).execute()
+    notebook_client(nb, kernel_name="python3", timeout=120).execute()
     outputs = nb.cells[0].outputs
     assert [o.output_type for o in outputs] == ["display_data"], "every redraw replaced the same output"
     figure = outputs[0]["data"]["application/vnd.plotly.v1+json"]

@@ -127,8 +127,8 @@ def test_nbval_checks_agree_with_nbval_itself(tmp_path):
     import sys
 
     import nbformat
-    from nbclient import NotebookClient
     from nbval_checks import SANITIZE_FILE, nbval_problems
+    from notebook_client import notebook_client
 
     nb = _tiny_notebook([('print("took 1.5 s")', ["nbval-check-output"], ["took 2.0 s\n"]),   # sanitized: same
                          ("print(1 + 1)", ["nbval-check-output"], ["3\n"]),                  # wrong
@@ -142,7 +142,7 @@ def test_nbval_checks_agree_with_nbval_itself(tmp_path):
     failed = sorted(int(m) for m in __import__("re").findall(r"FAILED \S+::Cell (\d+)", run.stdout))
     assert failed == [1], run.stdout[-2000:]
     executed = copy.deepcopy(nb)
-    NotebookClient(executed, kernel_name="python3", timeout=60).execute()
+    notebook_client(executed, kernel_name="python3", timeout=60).execute()
     problems = nbval_problems(nb, executed)
     assert [cell for cell, _ in problems] == failed
     assert "stored '3\\n', this run '2\\n'" in problems[0][1]
@@ -171,3 +171,36 @@ def test_nbval_checks_find_errors_unrun_cells_and_stale_references_and_read_labs
     skipping = copy.deepcopy(stored)
     skipping.cells[1].metadata["tags"] = ["nbval-skip"]
     assert not covered(skipping)   # nbval itself runs a notebook that skips or expects exceptions
+
+
+def test_a_wait_for_a_kernel_message_is_taken_in_slices_up_to_the_same_deadline():
+    """A message that a long poll missed is found by the next one-second slice; no message still times out."""
+    import asyncio
+    from queue import Empty
+
+    from notebook_client import sliced
+
+    asked = []
+
+    async def arrives_on_the_third_ask(timeout=None):
+        asked.append(timeout)
+        if len(asked) < 3:
+            await asyncio.sleep(timeout / 100)   # a poll that misses the wake-up, shortened for the test
+            raise Empty
+        return {"msg": "reply"}
+
+    assert asyncio.run(sliced(arrives_on_the_third_ask)(timeout=600)) == {"msg": "reply"}
+    assert asked == [1.0, 1.0, 1.0]
+    asked.clear()
+    assert asyncio.run(sliced(arrives_on_the_third_ask)(timeout=None)) == {"msg": "reply"}
+    assert asked == [1.0, 1.0, 1.0]
+
+    async def never(timeout=None):
+        asked.append(timeout)
+        await asyncio.sleep(timeout)
+        raise Empty
+
+    asked.clear()
+    with pytest.raises(Empty):
+        asyncio.run(sliced(never, slice_s=0.05)(timeout=0.12))
+    assert 3 <= len(asked) <= 4 and max(asked) == 0.05 and min(asked) < 0.05
