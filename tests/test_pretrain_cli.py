@@ -470,3 +470,18 @@ def test_a_run_stopped_under_torchrun_finishes_in_one_process_and_the_other_way_
         assert_same_weights(runs["gpt"][0], out)
         assert json.loads((out / "pretrain.json").read_text())["run"]["world_sizes"] == sizes
         assert not (out / RESUME).exists()
+
+
+@pytest.mark.parametrize("preset, tokens", [("teach", 10_000), ("full", None)])
+def test_the_awd_lstms_perplexities_read_the_first_heldout_tokens_in_teach_and_the_whole_splits_in_full(
+        preset, tokens, monkeypatch, tmp_path):
+    from lmlib.data import load_ptb
+
+    seen = []
+    monkeypatch.setattr(ulmfit, "evaluate_lm", lambda model, ids: seen.append(ids) or 100.0)
+    report = ulmfit.pretrain(tmp_path / "awd", steps=1, preset=preset)
+    whole = [sum(len(line) for line in load_ptb(split)) for split in ("valid", "test")]
+    assert [len(ids) for ids in seen] == [n if tokens is None else tokens for n in whole]
+    ids = ulmfit._ptb_ids(ulmfit.ptb_vocab(), "valid")
+    assert torch.equal(seen[0], ids[:len(seen[0])])  # the first tokens, in order
+    assert report["recipe"].get("heldout_tokens") == tokens and report["valid_ppl"] == 100.0
