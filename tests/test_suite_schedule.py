@@ -83,6 +83,8 @@ def test_a_notebook_run_in_lab_is_not_run_again_by_nbval_or_in_a_plain_binder_ke
 
     if not (shutil.which("chromium") or Path("/usr/bin/chromium").exists()):
         pytest.skip("no Chromium: the browser test is skipped, and nbval and test_binder.py run the notebooks")
+    pytest.importorskip("playwright.sync_api", reason="no playwright: the browser test is skipped")
+    pytest.importorskip("psutil", reason="no psutil: the browser test is skipped")
     binder = "tests/test_binder.py::test_notebook_in_a_binder_session_asks_the_hub_nothing_and_stays_within_memory"
     run = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-n", "0",
                           "-k", "09_gpt or 10_bert or watch", "tests/browser/test_notebooks_in_lab.py",
