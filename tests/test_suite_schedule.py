@@ -77,11 +77,15 @@ def test_without_loadgroup_nothing_is_grouped_or_moved():
 def test_a_notebook_run_in_lab_is_not_run_again_by_nbval_or_in_a_plain_binder_kernel():
     """The JupyterLab test checks nbval's outputs and the Binder session's network and memory on its own run, so
     conftest.py leaves out nbval's run and tests/test_binder.py's run of the same notebook (and only those)."""
-    import shutil
     import subprocess
     import sys
 
-    if not (shutil.which("chromium") or Path("/usr/bin/chromium").exists()):
+    sys.path.insert(0, str(ROOT / "tests" / "browser"))
+    try:
+        from labdriver import find_chromium  # where the browser test looks for one
+    finally:
+        sys.path.pop(0)
+    if find_chromium() is None:
         pytest.skip("no Chromium: the browser test is skipped, and nbval and test_binder.py run the notebooks")
     pytest.importorskip("playwright.sync_api", reason="no playwright: the browser test is skipped")
     pytest.importorskip("psutil", reason="no psutil: the browser test is skipped")
