@@ -5,7 +5,6 @@ It sits at the repository root so that `pytest notebooks/03_rnn_lstm.ipynb` gets
 
 import json
 import os
-import sys
 
 import pytest
 
@@ -92,8 +91,7 @@ class _OnceInLab:
         if not in_lab:
             return
         root = os.path.dirname(os.path.abspath(__file__))
-        sys.path.insert(0, os.path.join(root, "tests", "browser"))
-        from nbval_checks import covered
+        from nbval_checks import covered  # tests/browser, on the path by pyproject.toml's pythonpath
 
         once = set()
         for name in in_lab:

@@ -16,17 +16,14 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+import binder_session  # tests/browser: shared with the JupyterLab test, which runs in this session
 import pytest
+from binder_session import HUB_VARIABLES, start_environment
+from labdriver import MemoryMonitor  # the browser test's measure: the kernel and its children, polled
+from notebook_client import notebook_client
 
 REPO = Path(__file__).resolve().parents[1]
 BINDER = REPO / "binder"
-sys.path.insert(0, str(REPO / "tests" / "browser"))
-import binder_session  # noqa: E402  (tests/browser: shared with the JupyterLab test, which runs in this session)
-from binder_session import HUB_VARIABLES, start_environment  # noqa: E402
-from labdriver import MemoryMonitor  # noqa: E402  (the browser test's measure: the kernel and its children, polled)
-from notebook_client import notebook_client  # noqa: E402
-
-sys.path.remove(str(REPO / "tests" / "browser"))
 PEAK_MEMORY_LIMIT_MB = 1536  # the teach preset's promise, as in tests/browser: Binder gives 2 GB
 SET_BY_START = (*HUB_VARIABLES, "LMLIB_PRESET", "LMLIB_REAL_WEIGHTS")
 TEST_ONLY = ("pytest", "nbval", "ruff", "playwright", "jupytext", "nltk", "gensim", "scikit-learn")

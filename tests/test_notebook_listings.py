@@ -12,17 +12,13 @@ from __future__ import annotations
 
 import ast
 import json
-import sys
 from pathlib import Path
 
 import nbformat
 import pytest
+from notebook_client import notebook_client  # nbclient, its waits in slices (see there why)
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests" / "browser"))
-from notebook_client import notebook_client  # noqa: E402  (nbclient, its waits in slices: see there why)
-
-sys.path.remove(str(REPO / "tests" / "browser"))
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 
 

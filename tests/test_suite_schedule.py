@@ -80,11 +80,8 @@ def test_a_notebook_run_in_lab_is_not_run_again_by_nbval_or_in_a_plain_binder_ke
     import subprocess
     import sys
 
-    sys.path.insert(0, str(ROOT / "tests" / "browser"))
-    try:
-        from labdriver import find_chromium  # where the browser test looks for one
-    finally:
-        sys.path.pop(0)
+    from labdriver import find_chromium  # where the browser test looks for one
+
     if find_chromium() is None:
         pytest.skip("no Chromium: the browser test is skipped, and nbval and test_binder.py run the notebooks")
     pytest.importorskip("playwright.sync_api", reason="no playwright: the browser test is skipped")

@@ -3,8 +3,6 @@
 import io
 import math
 import re
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -284,12 +282,8 @@ def test_live_plot_records_outside_a_notebook():
 
 def test_live_plot_redraws_one_output_in_place_in_a_real_kernel():
     import nbformat
+    from notebook_client import notebook_client  # nbclient, its waits in slices (see there why)
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent / "browser"))
-    try:
-        from notebook_client import notebook_client  # nbclient, its waits in slices (see there why)
-    finally:
-        sys.path.pop(0)
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(
         "import torch\n"
