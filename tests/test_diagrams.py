@@ -1,7 +1,8 @@
 """The diagrams the notebooks show: every image a notebook's markdown refers to exists, is a well-formed SVG with a
-size and real text; the committed SVGs are what lmlib.course.diagrams draws, in the course's colours; every
+size and real text; the committed SVGs are what tools/diagrams.py draws, in the course's colours; every
 notebook 04-11 shows at least one."""
 
+import importlib.util
 import json
 import re
 import xml.etree.ElementTree as ET
@@ -9,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from lmlib.course import diagrams
 
 REPO = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("diagrams", REPO / "tools" / "diagrams.py")
+diagrams = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(diagrams)
 NOTEBOOKS = REPO / "notebooks"
 SVG = "{http://www.w3.org/2000/svg}"
 # The same pattern as the browser test's (tests/browser/labdriver.py): ![alt](path "title") or <img src="path">.
@@ -74,9 +77,9 @@ def test_committed_svgs_are_what_the_generator_draws():
     drawn = diagrams.render_all()
     for name, text in drawn.items():
         path = diagrams.FIGURES / name
-        assert path.is_file(), f"{path} is missing: run python -m lmlib.course.diagrams"
-        assert path.read_text(encoding="utf-8") == text, f"{path} differs from what lmlib.course.diagrams draws: run " \
-                                                         "python -m lmlib.course.diagrams and commit the result"
+        assert path.is_file(), f"{path} is missing: run python tools/diagrams.py"
+        assert path.read_text(encoding="utf-8") == text, f"{path} differs from what tools/diagrams.py draws: run " \
+                                                         "python tools/diagrams.py and commit the result"
     shown = {ref.rsplit("/", 1)[-1] for _, ref in REFS}
     assert set(drawn) <= shown, f"drawn but shown by no notebook: {sorted(set(drawn) - shown)}"
 

@@ -2,7 +2,9 @@
 
 A check never raises (a notebook with an unfinished exercise still runs top to bottom); it prints one
 line that begins with ``PASS`` or ``NOT YET`` and returns whether it passed. The reference answers
-come from the library, never from a number typed into the notebook.
+come from the library, never from a number typed into the notebook. A ``hint`` is printed only after a
+wrong attempt, never before the reader has tried: it points the way; the answer itself belongs in a
+solution the reader opens on purpose.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ def _close(a: Any, b: Any, rtol: float, atol: float) -> bool:
 def check_value(name: str, answer: Any, expected: Any, rtol: float = 1e-4, atol: float = 1e-6, hint: str = "") -> Outcome:
     """Compare a value the reader computed with the expected one."""
     if answer is None or answer is Ellipsis:
-        print(f"NOT YET {name}: no answer yet. {hint}".rstrip())
+        print(f"NOT YET {name}: no answer yet.")
         return Outcome(False)
     if _close(answer, expected, rtol, atol):
         print(f"PASS {name}")
@@ -68,7 +70,7 @@ def check_function(
         try:
             got = fn(*args)
         except NotImplementedError:
-            print(f"NOT YET {name}: the function is not written yet. {hint}".rstrip())
+            print(f"NOT YET {name}: the function is not written yet.")
             return Outcome(False)
         except Exception as err:  # the reader's code: report, do not crash the notebook
             print(f"NOT YET {name}: calling it with {args!r} raised {type(err).__name__}: {err}")
@@ -108,6 +110,12 @@ def check_prediction(name: str, predicted: Any, measured: Any, tolerance: float 
     numeric = isinstance(measured, (int, float)) and not isinstance(measured, bool)
     if numeric and (tolerance is None or tolerance < 0):
         raise ValueError(f"{name}: a numeric prediction needs a tolerance >= 0, got {tolerance!r}")
+    if numeric and tolerance >= abs(measured):
+        raise ValueError(f"{name}: a tolerance of {tolerance!r} around {measured!r} lets a prediction of 0 pass; "
+                         "ask for a quantity the reader can get wrong, or a tighter tolerance")
+    if isinstance(measured, bool):
+        raise ValueError(f"{name}: a yes/no prediction is right half the time by guessing; ask for a number or "
+                         "for one of several choices")
     got = _shown(measured, fmt)
     if predicted is None or predicted is Ellipsis:
         print(f"NO PREDICTION {name}: the run measured {got}. Write a prediction first next time.")

@@ -1,6 +1,6 @@
 """The architecture diagrams of notebooks 04-11, written as small hand-laid SVG files.
 
-``python -m lmlib.course.diagrams`` writes ``notebooks/figures/*.svg``; the notebooks show those committed files
+``python tools/diagrams.py`` writes ``notebooks/figures/*.svg``; the notebooks show those committed files
 through markdown image links, so they render offline, in JupyterLab and on GitHub, with no code run. The colours are
 the course's own: plotly's ``plotly_white`` colour sequence and text colour, which every plot in the course uses
 (:data:`lmlib.course.viz.LAYOUT`). Symbols follow the papers and the docstrings of the modules drawn
@@ -22,7 +22,7 @@ BLUE, RED, GREEN, PURPLE, ORANGE, CYAN = "#636efa", "#EF553B", "#00cc96", "#ab63
 INK = "#2a3f5f"
 GREY = "#808080"   # the course's reference lines (line_color="gray")
 FONT = "DejaVu Sans, Helvetica, Arial, sans-serif"
-FIGURES = Path(__file__).resolve().parents[2] / "notebooks" / "figures"
+FIGURES = Path(__file__).resolve().parents[1] / "notebooks" / "figures"
 
 
 def tint(colour: str, amount: float = 0.22) -> str:
