@@ -273,7 +273,7 @@ def test_review_tokens_clitics_are_words_of_the_ptb_vocabulary():
 
 
 def test_head_and_tail_keeps_the_opening_and_the_ending():
-    from lmlib.recipes.ulmfit import head_and_tail
+    from lmlib.text.truncation import head_and_tail
 
     seq = list(range(10))
     assert head_and_tail(seq, 10) == seq and head_and_tail(seq, 12) == seq

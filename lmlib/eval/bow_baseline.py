@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..models.gpt_finetune import head_and_tail
+from ..text.truncation import head_and_tail
 
 try:
     from sklearn.feature_extraction.text import TfidfVectorizer

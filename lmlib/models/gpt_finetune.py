@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from ..text.tokenizers import SPECIAL_TOKENS
+from ..text.truncation import head_and_tail
 from .gpt import GPT
 
 
@@ -50,19 +51,6 @@ class FinetuneTokens:
                              f"(lmlib.recipes.gpt.GPT_SPECIALS), as the shipped IMDb GPT's tokenizer is")
         return cls(*(tokenizer.token_to_id(names[k]) for k in ("start", "delim", "extract")),
                    pad=tokenizer.token_to_id(SPECIAL_TOKENS["bpe"]["eos"]))
-
-
-def head_and_tail(ids: Sequence[int], max_tokens: int) -> list[int]:
-    """``ids`` if they fit in ``max_tokens``, else the first ⌊max_tokens/2⌋ and the last ⌈max_tokens/2⌉ of them.
-
-    A review's opening and its verdict (usually at the end) both survive; its middle is what is lost."""
-    if max_tokens < 2:
-        raise ValueError(f"max_tokens must be at least 2 (one from the head, one from the tail), got {max_tokens}")
-    ids = list(ids)
-    if len(ids) <= max_tokens:
-        return ids
-    head = max_tokens // 2
-    return ids[:head] + ids[len(ids) - (max_tokens - head):]
 
 
 def _check_text(ids: Sequence[int], name: str) -> None:

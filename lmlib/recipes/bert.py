@@ -43,10 +43,10 @@ from torch import nn
 
 from ..data import load_imdb
 from ..models.bert import Bert, BertConfig
-from ..models.gpt_finetune import head_and_tail
 from ..runtime import eval_mode, seed_everything
 from ..text.bert_data import IGNORE_INDEX, PretrainingBatch, SentencePair, SpecialIds, pretraining_batch, sentence_pairs
 from ..text.tokenizers import WordPiece
+from ..text.truncation import head_and_tail
 from ..training.callbacks import GradientClipping, LRSchedule
 from ..training.distributed import mean_over_ranks
 from ..training.schedules import weight_decay_groups
@@ -192,7 +192,7 @@ class HeldOutCurve(Callback):
         self.pairs, self.specials, self.every, self.total, self.kwargs = pairs, specials, every, total, kwargs
         self.rows: list[dict] = []
 
-    def on_batch_end(self, trainer: Trainer, loss: float) -> None:
+    def on_batch_end(self, trainer: Trainer, loss) -> None:
         from tqdm import tqdm
 
         if trainer.step % self.every == 0 or trainer.step == self.total:
@@ -354,7 +354,7 @@ def classifier(pretrained: bool = True, num_classes: int = 2, dropout: float = 0
 
 def encode_single(tokenizer: WordPiece, texts: Sequence[str], max_len: int = 128) -> list[list[int]]:
     """``[CLS] text [SEP]`` per text, a text longer than ``max_len − 2`` word pieces cut to its first and last
-    pieces by :func:`lmlib.models.gpt_finetune.head_and_tail` (the rule of GPT's fine-tuning experiment, so the
+    pieces by :func:`lmlib.text.truncation.head_and_tail` (the rule of GPT's fine-tuning experiment, so the
     two compare: a review's opening and its verdict both survive)."""
     if max_len < 4:
         raise ValueError(f"max_len must be at least 4 ([CLS], a first and a last piece, [SEP]), got {max_len}")

@@ -32,6 +32,7 @@ from ..models.awd_lstm import AWDLSTMConfig, AWDLSTMLanguageModel
 from ..models.ulmfit import ULMFiTClassifier, extend_vocab
 from ..runtime import seed_everything
 from ..text.batching import batchify, bptt_batches, classification_batches
+from ..text.truncation import head_and_tail  # noqa: F401 (notebook 07 and the benchmarks read it here)
 from ..text.vocab import PAD, UNK, Vocab
 from ..training.callbacks import GradientClipping, GradualUnfreezing, PrintEvery
 from ..training.objectives import StatefulLMLoss, classification_loss
@@ -354,19 +355,6 @@ def train_classifier(model: ULMFiTClassifier, seqs: Sequence[Sequence[int]], lab
     trainer = Trainer(model, opt, classification_loss, cbs, device=device)
     trainer.fit(epoch_batches, epochs=epochs)
     return trainer
-
-
-def head_and_tail(seq: Sequence, max_len: int) -> list:
-    """``seq`` if it has at most ``max_len`` items, else its first ``max_len // 2`` and last
-    ``max_len - max_len // 2`` items: a review's opening and its verdict, which usually comes last.
-    Sun et al. (2019, "How to Fine-Tune BERT for Text Classification", table 3) found head+tail the best
-    of their truncation rules on IMDb."""
-    if max_len < 2:
-        raise ValueError(f"max_len must be at least 2 (one head and one tail token), got {max_len}")
-    if len(seq) <= max_len:
-        return list(seq)
-    head = max_len // 2
-    return [*seq[:head], *seq[len(seq) - (max_len - head):]]
 
 
 def accuracy(model: ULMFiTClassifier, seqs: Sequence[Sequence[int]], labels: Sequence[int],
