@@ -360,3 +360,57 @@ def test_step_progress_on_a_terminal_is_a_tqdm_bar_with_tokens_per_second_and_et
     trainer.fit(blocks)  # 10 more steps: steps 11-20 of a 20-step run
     progress.total = 20
     assert progress.first_step == 10 and progress.summary().startswith("tiny: 10 steps (11-20 of 20), 320 tokens")
+
+
+def test_the_trainer_reads_nothing_back_from_the_device_between_logging_steps(monkeypatch):
+    """A read of a tensor's value (``.item()``, ``.tolist()``, ``float()``, ``bool()``, ``.cpu()``...) waits for a
+    GPU to finish all queued work. Every read that lmlib's code makes during training is recorded with whether the
+    trainer was inside its logging read (``_log``): with ``log_every=5`` all of them must be there."""
+    import sys
+
+    reads, inside_log = [], [False]
+    for name in ("item", "tolist", "cpu", "numpy", "__float__", "__int__", "__bool__", "__format__"):
+        original = getattr(torch.Tensor, name)
+
+        def spy(self, *args, _original=original, _name=name, **kwargs):
+            caller = sys._getframe(1).f_code.co_filename
+            if "/lmlib/" in caller.replace("\\", "/"):
+                reads.append((_name, inside_log[0]))
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(torch.Tensor, name, spy)
+    lmlib.seed_everything(0)
+    model = TinyLM()
+    callbacks = [LRSchedule(lambda t: 1.0 / (1 + t)), GradientClipping(1.0),
+                 Regularizer(lambda trainer: sum((p ** 2).sum() for p in trainer.model.parameters()), 1e-4),
+                 TimeBudget(3600, steps=12), MaxSteps(100),
+                 StepProgress(12, tokens=lambda batch: (batch.x >= 0).sum(), file=io.StringIO())]
+    trainer = Trainer(model, torch.optim.Adam(model.parameters(), 1e-2), next_token_loss, callbacks, device="cpu",
+                      log_every=5)
+    log = trainer._log
+
+    def logging_read():
+        inside_log[0] = True
+        try:
+            log()
+        finally:
+            inside_log[0] = False
+
+    trainer._log = logging_read
+    logged_at = []
+    trainer.callbacks.append(type("Steps", (lmlib.Callback,), {"on_log": lambda self, t, losses: logged_at.append(
+        (t.step, len(losses)))})())
+    trainer.fit(lambda epoch: blocks(0) + blocks(1), epochs=1)
+    assert logged_at == [(5, 5), (10, 5), (12, 2)]  # every 5 steps, then the rest when TimeBudget ends the run
+    assert reads and all(inside for _, inside in reads), [name for name, inside in reads if not inside]
+    assert len(trainer.batch_losses) == 12 and all(math.isfinite(v) for v in trainer.batch_losses)
+
+
+def test_a_non_finite_loss_is_caught_at_the_next_read_and_names_its_step():
+    trainer = make_trainer()
+    trainer.log_every = 4
+    losses = iter([1.0, 2.0, float("inf"), 3.0, 4.0])
+    trainer.loss_fn = lambda m, b: BatchResult(next_token_loss(m, b).loss * 0 + next(losses))
+    with pytest.raises(FloatingPointError, match="at step 3"):
+        trainer.fit(blocks, epochs=1)
+    assert trainer.step == 4  # read at the logging step after it

@@ -122,7 +122,7 @@ class _RunControl(Callback):
     def __init__(self, run: PretrainRun):
         self.run = run
 
-    def on_batch_end(self, trainer: Trainer, loss: float) -> None:
+    def on_batch_end(self, trainer: Trainer, loss) -> None:
         every, stop = self.run.options.checkpoint_every, self.run.options.stop_after
         if every is not None and trainer.step % every == 0:
             trainer.save_checkpoint(self.run.resume_path, {"run": self.run.meta, "world_sizes": self.run.world_sizes})

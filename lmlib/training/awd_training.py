@@ -117,7 +117,7 @@ class SeqLenLRScale(Callback):
             g["lr"] = g["lr"] * scale
         self.scales.append(scale)
 
-    def on_batch_end(self, trainer: Trainer, loss: float) -> None:
+    def on_batch_end(self, trainer: Trainer, loss) -> None:
         for g, lr in zip(trainer.optimizer.param_groups, self.saved):
             g["lr"] = lr
 
@@ -185,7 +185,7 @@ class NTASGD(Callback):
         self.count = 1
         self.switch_step, self.switch_epoch = trainer.step, trainer.epoch
 
-    def on_batch_end(self, trainer: Trainer, loss: float) -> None:
+    def on_batch_end(self, trainer: Trainer, loss) -> None:
         if self.average is None:
             return
         self.count += 1

@@ -52,18 +52,32 @@ class LRSchedule(Callback):
         self.base_lrs, self.lrs = state["base_lrs"], list(state["lrs"])
 
 
+def _read_all(values: list) -> list[float]:
+    """Device scalars as floats, in one transfer (floats pass through)."""
+    tensors = [v for v in values if isinstance(v, torch.Tensor)]
+    read = iter(torch.stack([t.detach().double().cpu() if t.device.type == "cpu" else t.detach().double()
+                             for t in tensors]).tolist() if tensors else [])
+    return [next(read) if isinstance(v, torch.Tensor) else v for v in values]
+
+
 class GradientClipping(Callback):
-    """Rescale gradients so their global L2 norm is at most ``max_norm``; the norm before clipping is logged."""
+    """Rescale gradients so their global L2 norm is at most ``max_norm``. The norm before clipping is kept on the
+    device at each step and read back only when ``norms`` is asked for, so clipping never waits for a GPU."""
 
     def __init__(self, max_norm: float):
         if max_norm <= 0:
             raise ValueError(f"max_norm must be positive, got {max_norm}")
         self.max_norm = max_norm
-        self.norms: list[float] = []
+        self._norms: list = []
+
+    @property
+    def norms(self) -> list[float]:
+        """The global gradient norm before clipping at each step."""
+        self._norms = _read_all(self._norms)
+        return list(self._norms)
 
     def after_backward(self, trainer: Trainer) -> None:
-        norm = torch.nn.utils.clip_grad_norm_(trainer.model.parameters(), self.max_norm)
-        self.norms.append(float(norm))
+        self._norms.append(torch.nn.utils.clip_grad_norm_(trainer.model.parameters(), self.max_norm).detach())
 
 
 class Regularizer(Callback):
@@ -73,13 +87,19 @@ class Regularizer(Callback):
         if weight < 0:
             raise ValueError(f"a regularizer's weight must be non-negative, got {weight}")
         self.penalty, self.weight, self.name = penalty, weight, name
-        self.values: list[float] = []
+        self._values: list = []
+
+    @property
+    def values(self) -> list[float]:
+        """The weighted penalty added at each step (kept on the device, read back when asked for)."""
+        self._values = _read_all(self._values)
+        return list(self._values)
 
     def on_loss(self, trainer: Trainer, loss: torch.Tensor) -> torch.Tensor:
         if self.weight == 0:
             return loss
         extra = self.weight * self.penalty(trainer)
-        self.values.append(float(extra.detach()))
+        self._values.append(extra.detach())
         return loss + extra
 
 
@@ -173,20 +193,53 @@ class EarlyStopping(Callback):
 
 
 class TimeBudget(Callback):
-    """Stop training after ``seconds`` of wall time, to compare models at the same budget."""
+    """Stop training after ``seconds`` of wall time, to compare models at the same budget.
 
-    def __init__(self, seconds: float):
+    Given the run's planned ``steps``, it fits the run to the budget instead of cutting it short: at each ``on_log``
+    after the first (the start-up is slower), if the steps left would not finish in time at the pace of the last
+    logging interval, the planned total is cut to what will, and every callback with a ``retarget(total)`` method
+    (the schedules, the progress display) lays itself over the new total, so the learning rate still anneals to its
+    end. The total only ever shrinks; ``steps`` holds it, and training stops when the trainer reaches it."""
+
+    def __init__(self, seconds: float, steps: int | None = None):
         if seconds <= 0:
             raise ValueError(f"seconds must be positive, got {seconds}")
-        self.seconds = seconds
-        self.start = 0.0
+        if steps is not None and steps < 1:
+            raise ValueError(f"steps must be at least 1, got {steps}")
+        self.seconds, self.steps, self.planned_steps = seconds, steps, steps
+        self.start = self.last_time = 0.0
+        self.last_step: int | None = None
 
     def on_fit_begin(self, trainer: Trainer) -> None:
-        self.start = time.perf_counter()
+        self.start = self.last_time = time.perf_counter()
+        self.last_step = None
 
-    def on_batch_end(self, trainer: Trainer, loss: float) -> None:
-        if time.perf_counter() - self.start >= self.seconds:
+    def on_log(self, trainer: Trainer, losses: list[float]) -> None:
+        now = time.perf_counter()
+        first, per_step = self.last_step is None, 0.0
+        if not first and trainer.step > self.last_step:
+            per_step = (now - self.last_time) / (trainer.step - self.last_step)
+        self.last_time, self.last_step = now, trainer.step
+        if first or self.steps is None or per_step == 0.0 or trainer.step >= self.steps:
+            return
+        left = self.seconds - (now - self.start)
+        fits = trainer.step + max(1, int(left / per_step))
+        if fits < self.steps:
+            self.steps = fits
+            for cb in trainer.callbacks:
+                if callable(getattr(cb, "retarget", None)):
+                    cb.retarget(fits)
+
+    def on_batch_end(self, trainer: Trainer, loss) -> None:
+        over_time = time.perf_counter() - self.start >= self.seconds
+        if over_time or (self.steps is not None and trainer.step >= self.steps):
             trainer.stop_training = True
+
+    def state_dict(self) -> dict:
+        return {"steps": self.steps}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.steps = state["steps"]
 
 
 class MaxSteps(Callback):
@@ -197,13 +250,14 @@ class MaxSteps(Callback):
             raise ValueError(f"steps must be at least 1, got {steps}")
         self.steps = steps
 
-    def on_batch_end(self, trainer: Trainer, loss: float) -> None:
+    def on_batch_end(self, trainer: Trainer, loss) -> None:
         if trainer.step >= self.steps:
             trainer.stop_training = True
 
 
 class PrintEvery(Callback):
-    """Progress for long command-line runs: step, loss and learning rate every ``n`` steps, flushed."""
+    """Progress for long command-line runs: step, loss and learning rate every ``n`` steps (at the logging steps
+    that fall on them), flushed."""
 
     main_process_only = True  # output only: under DDP rank 0 alone runs it
 
@@ -212,9 +266,9 @@ class PrintEvery(Callback):
             raise ValueError(f"n must be at least 1, got {n}")
         self.n = n
 
-    def on_batch_end(self, trainer: Trainer, loss: float) -> None:
+    def on_log(self, trainer: Trainer, losses: list[float]) -> None:
         if trainer.step % self.n == 0:
-            print(f"step {trainer.step}  loss {loss:.3f}  lr {trainer.lr:.2e}", flush=True)
+            print(f"step {trainer.step}  loss {losses[-1]:.3f}  lr {trainer.lr:.2e}", flush=True)
 
 
 class ProgressBar(Callback):
@@ -230,10 +284,10 @@ class ProgressBar(Callback):
 
         self.bar = tqdm(total=self.total, desc=f"epoch {trainer.epoch + 1}", leave=self.leave, unit="batch")
 
-    def on_batch_end(self, trainer: Trainer, loss: float) -> None:
-        self.bar.update(1)
-        if trainer.step % 10 == 0:
-            self.bar.set_postfix(loss=f"{loss:.3f}")
+    def on_log(self, trainer: Trainer, losses: list[float]) -> None:
+        self.bar.update(len(losses))
+        if trainer.step % 10 < len(losses):  # a step that is a multiple of 10 among these
+            self.bar.set_postfix(loss=f"{losses[-1]:.3f}")
 
     def on_epoch_end(self, trainer: Trainer, logs: dict[str, float]) -> None:
         self.bar.close()
@@ -309,9 +363,14 @@ class StepProgress(Callback):
 
     def on_batch_begin(self, trainer: Trainer, batch) -> None:
         if self.tokens is not None:
-            self.n_tokens += int(self.tokens(batch)) * world_size()
+            self.n_tokens = self.n_tokens + self.tokens(batch) * world_size()  # a device count is read at on_log
 
-    def on_batch_end(self, trainer: Trainer, loss: float) -> None:
+    def retarget(self, total: int) -> None:
+        """A time budget cut the run to ``total`` steps (:class:`TimeBudget`)."""
+        self.total = total
+
+    def on_log(self, trainer: Trainer, losses: list[float]) -> None:
+        loss, self.n_tokens = losses[-1], int(self.n_tokens)
         self.step, self.loss, self.last_step_at = trainer.step, loss, time.perf_counter()
         rate = f"{self.rate():,.0f} tokens/s" if self.tokens is not None else f"{self.step - self.first_step} steps"
         if self.bar is not None:
@@ -319,7 +378,7 @@ class StepProgress(Callback):
             self.bar.update(trainer.step - self.bar.n)
             return
         tenth = max(1, self.total // 10)
-        if trainer.step % tenth == 0 or trainer.step >= self.total or self.last_step_at - self.last_line_at >= self.every_s:
+        if trainer.step % tenth < len(losses) or trainer.step >= self.total or self.last_step_at - self.last_line_at >= self.every_s:
             self.last_line_at = self.last_step_at
             eta = self.eta()
             print(f"{self.desc}: step {trainer.step}/{self.total} ({trainer.step / self.total:.0%})  loss {loss:.3f}  "
@@ -392,10 +451,11 @@ class LivePlot(Callback):
         if get_ipython() is not None and self.handle is None:
             self.handle = display(self._bundle(), raw=True, display_id=True)
 
-    def on_batch_end(self, trainer: Trainer, loss: float) -> None:
-        prev = self.smoothed[-1] if self.smoothed else loss
-        self.steps.append(trainer.step)
-        self.smoothed.append(self.smoothing * prev + (1 - self.smoothing) * loss)
+    def on_log(self, trainer: Trainer, losses: list[float]) -> None:
+        for k, loss in enumerate(losses):
+            prev = self.smoothed[-1] if self.smoothed else loss
+            self.steps.append(trainer.step - len(losses) + 1 + k)
+            self.smoothed.append(self.smoothing * prev + (1 - self.smoothing) * loss)
         if self.handle is not None and time.perf_counter() - self.last_draw > self.every_s:
             self.handle.update(self._bundle(), raw=True)
             self.last_draw = time.perf_counter()
@@ -423,7 +483,7 @@ class Checkpoint(Callback):
     def _save(self, trainer: Trainer) -> None:
         trainer.save_checkpoint(self.path, self.extra(trainer) if callable(self.extra) else self.extra)
 
-    def on_batch_end(self, trainer: Trainer, loss: float) -> None:
+    def on_batch_end(self, trainer: Trainer, loss) -> None:
         if self.every_steps is not None and trainer.step % self.every_steps == 0:
             self._save(trainer)
 

@@ -5,8 +5,14 @@ mean loss of the batch (and, optionally, how many items it averaged over and how
 it does the rest: the optimizer step, token-weighted averages, perplexity, evaluation, history, and
 calling each callback at fixed points:
 
-    on_fit_begin → (on_epoch_begin → (on_batch_begin → on_loss → after_backward → on_batch_end)* →
+    on_fit_begin → (on_epoch_begin → (on_batch_begin → on_loss → after_backward → [on_log] → on_batch_end)* →
     on_epoch_end)* → on_fit_end
+
+The loss stays on the device while training: reading a number back from a GPU makes the host wait until the GPU has
+finished every queued step, so a loop that reads the loss each step runs at the speed of that round trip. The Trainer
+reads the losses back once every ``log_every`` steps (and at the end of each epoch), all at once; only then is a
+non-finite loss caught (a ``FloatingPointError`` naming its step) and ``on_log`` receives the losses read. With the
+default ``log_every=1`` every step is read, as on a CPU, where reading costs nothing.
 
 A callback may change the loss (regularizers), the gradients (clipping), the learning rates (schedules),
 which parameters train (unfreezing), or stop training (early stopping, a time budget).
@@ -128,7 +134,11 @@ class Callback:
     def on_loss(self, trainer: Trainer, loss: torch.Tensor) -> torch.Tensor:
         return loss
     def after_backward(self, trainer: Trainer) -> None: ...
-    def on_batch_end(self, trainer: Trainer, loss: float) -> None: ...
+    def on_batch_end(self, trainer: Trainer, loss: torch.Tensor) -> None:
+        """After each step; ``loss`` is the batch's loss, a detached tensor still on the device (reading it waits for
+        the device: a callback that shows the loss uses ``on_log``)."""
+    def on_log(self, trainer: Trainer, losses: list[float]) -> None:
+        """Every ``log_every`` steps and at the end of an epoch: the losses of the steps since the last call."""
     def on_evaluate_end(self, trainer: Trainer, result: EvalResult) -> None: ...
     def on_epoch_end(self, trainer: Trainer, logs: dict[str, float]) -> None: ...
     def on_fit_end(self, trainer: Trainer) -> None: ...
@@ -155,6 +165,7 @@ class Trainer:
     ``init_distributed()`` before building the Trainer) and in one process otherwise; ``True`` insists on the group,
     ``False`` ignores it. ``autocast=torch.bfloat16`` runs ``loss_fn`` (the forward pass and the loss) under
     ``torch.autocast`` on the trainer's device; the backward pass and the optimizer step stay in float32.
+    ``log_every`` is how many steps pass between reads of the losses from the device (see the module docstring).
     Under DDP each rank must get its own share of every batch
     (:func:`~lmlib.training.distributed.shard_batches`) and as many batches as the others; ``batch_losses``,
     ``history`` and :meth:`evaluate` then report the token-weighted mean over all ranks, the numbers one process
@@ -170,7 +181,10 @@ class Trainer:
         device: str | torch.device = "auto",
         distributed: bool | str = "auto",
         autocast: torch.dtype | None = None,
+        log_every: int = 1,
     ):
+        if log_every < 1:
+            raise ValueError(f"log_every must be at least 1, got {log_every}")
         if distributed not in ("auto", True, False):
             raise ValueError(f"distributed must be 'auto', True or False, got {distributed!r}")
         if distributed is True and not is_distributed():
@@ -195,6 +209,9 @@ class Trainer:
         self._ddp: nn.Module | None = None  # the DistributedDataParallel wrapper, built at the first step
         self._ddp_trainable: list[bool] = []
         self.autocast = autocast
+        self.log_every = log_every
+        self._pending: list[tuple] = []  # (reported loss, n, optimized loss, in fit) of the steps not yet read back
+        self._unlogged: list[float] = []  # losses read back but not yet given to on_log
         self._in_fit = False
         self._epoch_step = 0  # batches taken in the unfinished epoch: a mid-epoch checkpoint resumes after them
         self._epoch_sums = (0.0, 0)  # their n-weighted loss sum and n, for the epoch's train_loss
@@ -280,10 +297,6 @@ class Trainer:
         loss = result.loss
         for cb in self._active_callbacks():
             loss = cb.on_loss(self, loss)
-        if not torch.isfinite(loss):
-            raise FloatingPointError(
-                f"loss became {loss.item()} at step {self.step}; lower the learning rate or clip gradients"
-            )
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()  # under DDP this also averages the gradients over the ranks
         self._emit("after_backward")
@@ -291,13 +304,39 @@ class Trainer:
         self.step += 1
         if self.distributed:
             result = self._global_result(result)
-        value = result.loss.item()
-        self.batch_losses.append(value)
-        if self._in_fit:  # before on_batch_end, so a checkpoint taken there includes this batch
-            total, count = self._epoch_sums
-            self._epoch_sums, self._epoch_step = (total + value * result.n, count + result.n), self._epoch_step + 1
-        self._emit("on_batch_end", value)
+        self._pending.append((result.loss.detach(), result.n, loss.detach(), self._in_fit))
+        if self._in_fit:
+            self._epoch_step += 1
+        if self.step % self.log_every == 0:
+            self._log()
+        self._emit("on_batch_end", result.loss.detach())
         return result
+
+    def _read_back(self) -> None:
+        """Read the losses of the steps not yet read from the device, in one transfer: ``batch_losses`` and the
+        epoch's loss sums gain them, and a non-finite loss stops training with the step it appeared at."""
+        if not self._pending:
+            return
+        pending, self._pending = self._pending, []
+        rows = torch.stack([torch.stack((reported.to(optimized.device, torch.float64), optimized.to(torch.float64)))
+                            for reported, _, optimized, _ in pending]).tolist()  # the one wait for the device
+        first = self.step - len(pending) + 1
+        for k, ((_, n, _, in_fit), (value, optimized)) in enumerate(zip(pending, rows)):
+            if not math.isfinite(optimized):
+                raise FloatingPointError(f"loss became {optimized} at step {first + k}; lower the learning rate or "
+                                         f"clip gradients")
+            self.batch_losses.append(value)
+            self._unlogged.append(value)
+            if in_fit:
+                total, count = self._epoch_sums
+                self._epoch_sums = (total + value * n, count + n)
+
+    def _log(self) -> None:
+        """Read the pending losses back and give them to the callbacks' ``on_log``."""
+        self._read_back()
+        if self._unlogged:
+            losses, self._unlogged = self._unlogged, []
+            self._emit("on_log", losses)
 
     def fit(self, train: Batches, epochs: int = 1, valid: Batches | None = None) -> list[dict[str, float]]:
         """Train for ``epochs`` more epochs (continuing the epoch count after a resume) and return ``history``."""
@@ -328,6 +367,7 @@ class Trainer:
                         self.stop_training = any_rank(self.stop_training)
                     if self.stop_training:
                         break
+                self._log()
                 total, count = self._epoch_sums
                 self._epoch_step, self._epoch_sums = 0, (0.0, 0)
                 if count == 0:
@@ -363,6 +403,7 @@ class Trainer:
 
     # -- checkpoints ---------------------------------------------------------------------------------
     def state_dict(self) -> dict:
+        self._read_back()  # the losses of every step taken belong to the state
         return {
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
