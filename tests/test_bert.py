@@ -3,9 +3,10 @@
 import pytest
 import torch
 import torch.nn.functional as F
+from host_reads import no_host_reads
 
 from lmlib.models import bert as bert_module
-from lmlib.models.bert import Bert, BertConfig
+from lmlib.models.bert import Bert, BertConfig, check_inputs
 from lmlib.text.bert_data import SpecialIds, pretraining_batch, sentence_pairs
 
 torch.set_num_threads(1)
@@ -123,10 +124,13 @@ def test_masked_positions_give_the_same_logits_and_gradients():
     assert len(grads[0]) == len(grads[1]) > 20
     for a, b in zip(*grads):
         torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
-    with pytest.raises(ValueError, match=r"masked_positions must be a bool tensor.*labels != -100"):
-        model(ids, masked_positions=labels)
-    with pytest.raises(ValueError, match=r"no MLM head"):
-        tiny(mlm_head=False, nsp_head=False)(ids, masked_positions=chosen)
+    check_inputs(model, ids, segments, attention_mask, masked_positions=chosen)
+    with pytest.raises(ValueError) as err:
+        check_inputs(model, ids, masked_positions=labels)
+    assert "torch.int64" in str(err.value)
+    with pytest.raises(ValueError) as err:
+        check_inputs(tiny(mlm_head=False, nsp_head=False), ids, masked_positions=chosen)
+    assert "mlm_head=False" in str(err.value)
 
 
 def test_a_pretraining_batch_runs_through_the_model():
@@ -172,29 +176,34 @@ def test_a_few_steps_fit_one_masked_batch():
 
 # --- bad input ------------------------------------------------------------------------------------------------
 
-def test_bad_inputs_say_what_to_do():
+def test_bad_inputs_are_refused_by_check_inputs_naming_the_value():
     model = tiny()
     ids, segments, attention_mask = pair_batch()
-    with pytest.raises(ValueError, match=r"25 tokens.*block_size=24.*truncate the pairs"):
-        model(torch.zeros(1, 25, dtype=torch.long))
-    with pytest.raises(ValueError, match=r"ids from 0 to 101.*encode it with the Vocab"):
-        model(torch.tensor([[0, 101]]))
-    with pytest.raises(ValueError, match=r"ids from -1"):
-        model(torch.tensor([[-1, 5]]))
-    with pytest.raises(ValueError, match=r"add the batch dimension"):
-        model(torch.tensor([2, 7]))
-    with pytest.raises(ValueError, match=r"segment_ids holds 2.*type_vocab_size=2.*encode_pair"):
-        model(ids, segments + 1)
-    with pytest.raises(ValueError, match=r"segment_ids holds -1"):
-        model(ids, segments - 1)
-    with pytest.raises(ValueError, match=r"segment_ids must be an integer tensor shaped like input_ids"):
-        model(ids, segments[:, :5])
-    with pytest.raises(ValueError, match=r"only 1 \(real token\) and 0"):
-        model(ids, segments, attention_mask * 2)
-    with pytest.raises(ValueError, match=r"all padding.*at least \[CLS\]"):
-        model(ids, segments, torch.zeros_like(attention_mask))
-    with pytest.raises(ValueError, match=r"0 at position 0.*right padding"):
-        model(ids, segments, attention_mask.flip(1))
+    check_inputs(model, ids, segments, attention_mask)
+    bad = [
+        ((torch.zeros(1, 25, dtype=torch.long),), "25"),  # longer than block_size=24
+        ((torch.tensor([[0, 101]]),), "101"),  # outside the vocabulary
+        ((torch.tensor([[-1, 5]]),), "-1"),
+        ((torch.tensor([2, 7]),), "(2,)"),  # no batch dimension
+        ((ids, segments + 1), "2"),  # segment 2 of type_vocab_size=2
+        ((ids, segments - 1), "-1"),
+        ((ids, segments[:, :5]), "(3, 5)"),
+        ((ids, segments, attention_mask * 2), "2"),
+        ((ids, segments, torch.zeros_like(attention_mask)), "all padding"),
+        ((ids, segments, attention_mask.flip(1)), "position 0"),
+    ]
+    for args, named in bad:
+        with pytest.raises(ValueError) as err:
+            check_inputs(model, *args)
+        assert named in str(err.value), (args, str(err.value))
+
+
+def test_forward_reads_nothing_back_from_the_device():
+    model = tiny()
+    ids, segments, attention_mask = pair_batch()
+    with no_host_reads():
+        out = model(ids, segments, attention_mask, masked_positions=attention_mask.bool())
+    torch.testing.assert_close(out.pooled, model(ids, segments, attention_mask).pooled)
 
 
 def test_state_dict_from_another_vocabulary_or_config_is_refused_clearly():

@@ -4,9 +4,16 @@ import math
 
 import pytest
 import torch
+from host_reads import no_host_reads
 from torch import nn
 
-from lmlib.models.multihead import MultiHeadAttention, causal_mask, padding_mask, scaled_dot_product_attention
+from lmlib.models.multihead import (
+    MultiHeadAttention,
+    causal_mask,
+    check_inputs,
+    padding_mask,
+    scaled_dot_product_attention,
+)
 
 D, H = 16, 4
 
@@ -136,17 +143,29 @@ def test_clear_errors():
         scaled_dot_product_attention(Q, K, K[:, :4])
     ours, _ = pair()
     q, kv = inputs()
-    with pytest.raises(ValueError, match="key_padding_mask must have shape"):
-        ours(q, kv, kv, key_padding_mask=torch.zeros(3, 5, dtype=torch.bool))
-    with pytest.raises(ValueError, match="attn_mask must have shape"):
-        ours(q, kv, kv, attn_mask=torch.zeros(7, 5, dtype=torch.bool))
-    with pytest.raises(ValueError, match="must be bool"):
-        ours(q, kv, kv, attn_mask=torch.zeros(5, 7))
-    with pytest.raises(ValueError, match="empty"):
-        ours(q[:, :0], kv, kv)
-    with pytest.raises(ValueError, match="d_model=16"):
-        ours(torch.randn(3, 5, 8), kv, kv)
-    with pytest.raises(ValueError, match="every key masked"):
-        ours(q, kv, kv, key_padding_mask=torch.ones(3, 7, dtype=torch.bool))
-    with pytest.raises(ValueError, match="causal"):
-        ours(q, kv, kv, causal=True)
+    check_inputs(ours, q, kv, kv, key_padding_mask=torch.zeros(3, 7, dtype=torch.bool))
+    bad = [
+        (dict(key_padding_mask=torch.zeros(3, 5, dtype=torch.bool)), "(3, 5)"),
+        (dict(attn_mask=torch.zeros(7, 5, dtype=torch.bool)), "(7, 5)"),
+        (dict(attn_mask=torch.zeros(5, 7)), "torch.float32"),
+        (dict(query=q[:, :0]), "(3, 0, 16)"),
+        (dict(query=torch.randn(3, 5, 8)), "(3, 5, 8)"),
+        (dict(key_padding_mask=torch.ones(3, 7, dtype=torch.bool)), "every key masked"),
+        (dict(causal=True), "5 and 7"),
+    ]
+    for change, named in bad:
+        args = {"query": q, "key": kv, "value": kv, **change}
+        with pytest.raises(ValueError) as err:
+            check_inputs(ours, **args)
+        assert named in str(err.value), (change, str(err.value))
+
+
+def test_forward_reads_nothing_back_from_the_device():
+    ours, _ = pair()
+    q, kv = inputs()
+    padding = torch.zeros(3, 7, dtype=torch.bool)
+    padding[0, 4:] = True
+    with no_host_reads():
+        for need_weights in (False, True):
+            ours(q, kv, kv, key_padding_mask=padding, need_weights=need_weights)
+            ours(kv, kv, kv, key_padding_mask=padding, causal=True, need_weights=need_weights)

@@ -28,6 +28,8 @@ from functools import lru_cache
 
 import torch
 
+from ..models.bert import check_inputs as check_bert_inputs
+
 TYPE_CLASS = "lmlib-type-your-own"
 MESSAGE = "⚠"   # starts what a view shows instead of a result (the browser test fails on it after typing an example)
 MARK = re.compile(r"\*([^*\s]+)\*")   # the word a view is about, written *like this*
@@ -133,6 +135,7 @@ def fill_in(bert, tokenizer, text: str, k: int = 5) -> list[list[tuple[str, floa
     if "[MASK]" not in text:
         raise ValueError("write [MASK] (capitals, in brackets) where a word should be guessed")
     ids = torch.tensor([encode_with_masks(tokenizer, text)])
+    check_bert_inputs(bert, ids)
     logits = bert(ids).mlm_logits[0]
     rows = []
     for position in (ids[0] == tokenizer.token_to_id("[MASK]")).nonzero().flatten().tolist():

@@ -219,54 +219,10 @@ class Bert(nn.Module):
         """Parameters counted once (the tied MLM output layer is the token embedding)."""
         return sum(p.numel() for p in self.parameters())
 
-    def _check_inputs(self, input_ids: torch.Tensor, segment_ids: torch.Tensor | None,
-                      attention_mask: torch.Tensor | None) -> torch.Tensor | None:
-        """Check the inputs of :meth:`forward`; return the (batch, seq) key padding mask (True = padding), or
-        None when every position is a real token."""
-        c = self.config
-        if not isinstance(input_ids, torch.Tensor) or input_ids.ndim != 2 or input_ids.is_floating_point() \
-                or input_ids.dtype == torch.bool:
-            got = (f"{input_ids.dtype} tensor of shape {tuple(input_ids.shape)}" if isinstance(input_ids, torch.Tensor)
-                   else type(input_ids))
-            raise ValueError(f"input_ids must be a (batch, seq) tensor of integer token ids, got {got}; for a "
-                             f"single sequence add the batch dimension: input_ids[None]")
-        if input_ids.numel() == 0:
-            raise ValueError(f"input_ids is empty (shape {tuple(input_ids.shape)}): give at least [CLS]")
-        if input_ids.size(1) > c.block_size:
-            raise ValueError(f"sequences of {input_ids.size(1)} tokens, but the model has block_size={c.block_size} "
-                             f"position embeddings; truncate the pairs to at most {c.block_size} tokens "
-                             f"(lmlib.text.bert_data.truncate_pair / encode_pair with max_len={c.block_size})")
-        check_ids_in_range(input_ids, c.vocab_size, "input_ids", "this BERT's vocabulary (vocab_size)")
-        for name, x in (("segment_ids", segment_ids), ("attention_mask", attention_mask)):
-            if x is not None and (not isinstance(x, torch.Tensor) or x.shape != input_ids.shape
-                                  or x.is_floating_point()):
-                got = f"{x.dtype} {tuple(x.shape)}" if isinstance(x, torch.Tensor) else type(x).__name__
-                raise ValueError(f"{name} must be an integer tensor shaped like input_ids "
-                                 f"{tuple(input_ids.shape)}, got {got}")
-        if segment_ids is not None:
-            low, high = int(segment_ids.min()), int(segment_ids.max())
-            if low < 0 or high >= c.type_vocab_size:
-                raise ValueError(f"segment_ids holds {low if low < 0 else high}, but this BERT knows "
-                                 f"type_vocab_size={c.type_vocab_size} segments (0 for [CLS] A [SEP], 1 for "
-                                 f"B [SEP]); build pairs with lmlib.text.bert_data.encode_pair")
-        if attention_mask is None:
-            return None
-        real = attention_mask.bool()
-        if not torch.equal(real.to(attention_mask.dtype), attention_mask):
-            raise ValueError("attention_mask must hold only 1 (real token) and 0 (padding)")
-        if not real.any(dim=1).all():
-            raise ValueError("some row of attention_mask is all padding: every sequence needs at least [CLS]; "
-                             "drop empty rows from the batch")
-        if not real[:, 0].all():
-            raise ValueError("attention_mask is 0 at position 0 of some row: BERT's padding goes after the tokens "
-                             "(right padding), since position 0 holds [CLS], which the pooler reads")
-        return None if real.all() else ~real
-
     def forward(self, input_ids: torch.Tensor, segment_ids: torch.Tensor | None = None,
                 attention_mask: torch.Tensor | None = None, return_attentions: bool = False,
                 masked_positions: torch.Tensor | None = None) -> BertOutput:
-        padding = self._check_inputs(input_ids, segment_ids, attention_mask)  # (B, T), True = padding; or None
-        self._check_masked_positions(masked_positions, input_ids)
+        padding = None if attention_mask is None else attention_mask == 0  # (B, T), True = padding
         T = input_ids.size(1)
         e = self.tok_emb(input_ids) + self.pos_emb.weight[:T]  # (B, T, C): E_tok[x_t] + E_pos[t]
         e = e + (self.seg_emb(segment_ids) if segment_ids is not None else self.seg_emb.weight[0])  # + E_seg[s_t]
@@ -294,17 +250,6 @@ class Bert(nn.Module):
         if masked_positions is None:
             return self.mlm(h)  # (B, T, V)
         return self.mlm(h[masked_positions])  # (N, C) -> (N, V)
-
-    def _check_masked_positions(self, masked_positions: torch.Tensor | None, input_ids: torch.Tensor) -> None:
-        if masked_positions is None:
-            return
-        if self.mlm is None:
-            raise ValueError("masked_positions selects where the MLM head runs, but this BERT has no MLM head "
-                             "(BertConfig(mlm_head=False)); leave it out")
-        if not isinstance(masked_positions, torch.Tensor) or masked_positions.dtype != torch.bool \
-                or masked_positions.shape != input_ids.shape:
-            raise ValueError(f"masked_positions must be a bool tensor shaped like input_ids "
-                             f"{tuple(input_ids.shape)}, True where the MLM logits are wanted (e.g. labels != -100)")
 
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
         """``nn.Module.load_state_dict``, but a checkpoint of another vocabulary or size says which setting
@@ -354,6 +299,83 @@ class Bert(nn.Module):
         local directory), through ``transformers``' ``BertForPreTraining`` and :meth:`from_hf`."""
         hf_model = hf_from_pretrained("BertForPreTraining", name, "BERT", "build Bert(BertConfig(...)) and pre-train it", **hf_kwargs)
         return cls.from_hf(hf_model)
+
+
+def check_inputs(model: Bert, input_ids: torch.Tensor, segment_ids: torch.Tensor | None = None,
+                 attention_mask: torch.Tensor | None = None, masked_positions: torch.Tensor | None = None) -> None:
+    """Refuse inputs that :meth:`Bert.forward` would misread, saying what to do. Call it where input enters (a
+    recipe, a notebook's helper): the forward itself checks nothing, so it never reads a value back from the
+    device."""
+    c = model.config
+    if not isinstance(input_ids, torch.Tensor) or input_ids.ndim != 2 or input_ids.is_floating_point() \
+            or input_ids.dtype == torch.bool:
+        got = (f"{input_ids.dtype} tensor of shape {tuple(input_ids.shape)}" if isinstance(input_ids, torch.Tensor)
+               else type(input_ids))
+        raise ValueError(f"input_ids must be a (batch, seq) tensor of integer token ids, got {got}; for a "
+                         f"single sequence add the batch dimension: input_ids[None]")
+    if input_ids.numel() == 0:
+        raise ValueError(f"input_ids is empty (shape {tuple(input_ids.shape)}): give at least [CLS]")
+    if input_ids.size(1) > c.block_size:
+        raise ValueError(f"sequences of {input_ids.size(1)} tokens, but the model has block_size={c.block_size} "
+                         f"position embeddings; truncate the pairs to at most {c.block_size} tokens "
+                         f"(lmlib.text.bert_data.truncate_pair / encode_pair with max_len={c.block_size})")
+    check_ids_in_range(input_ids, c.vocab_size, "input_ids", "this BERT's vocabulary (vocab_size)")
+    for name, x in (("segment_ids", segment_ids), ("attention_mask", attention_mask)):
+        if x is not None and (not isinstance(x, torch.Tensor) or x.shape != input_ids.shape or x.is_floating_point()):
+            got = f"{x.dtype} {tuple(x.shape)}" if isinstance(x, torch.Tensor) else type(x).__name__
+            raise ValueError(f"{name} must be an integer tensor shaped like input_ids {tuple(input_ids.shape)}, "
+                             f"got {got}")
+    if segment_ids is not None:
+        low, high = int(segment_ids.min()), int(segment_ids.max())
+        if low < 0 or high >= c.type_vocab_size:
+            raise ValueError(f"segment_ids holds {low if low < 0 else high}, but this BERT knows "
+                             f"type_vocab_size={c.type_vocab_size} segments (0 for [CLS] A [SEP], 1 for B [SEP]); "
+                             f"build pairs with lmlib.text.bert_data.encode_pair")
+    if attention_mask is not None:
+        real = attention_mask.bool()
+        if not torch.equal(real.to(attention_mask.dtype), attention_mask):
+            raise ValueError(f"attention_mask must hold only 1 (real token) and 0 (padding), got values "
+                             f"{sorted(set(attention_mask.unique().tolist()))}")
+        if not real.any(dim=1).all():
+            raise ValueError("some row of attention_mask is all padding: every sequence needs at least [CLS]; "
+                             "drop empty rows from the batch")
+        if not real[:, 0].all():
+            raise ValueError("attention_mask is 0 at position 0 of some row: BERT's padding goes after the tokens "
+                             "(right padding), since position 0 holds [CLS], which the pooler reads")
+    if masked_positions is not None:
+        if model.mlm is None:
+            raise ValueError("masked_positions selects where the MLM head runs, but this BERT has no MLM head "
+                             "(BertConfig(mlm_head=False)); leave it out")
+        if not isinstance(masked_positions, torch.Tensor) or masked_positions.dtype != torch.bool \
+                or masked_positions.shape != input_ids.shape:
+            got = (f"{masked_positions.dtype} {tuple(masked_positions.shape)}"
+                   if isinstance(masked_positions, torch.Tensor) else type(masked_positions).__name__)
+            raise ValueError(f"masked_positions must be a bool tensor shaped like input_ids "
+                             f"{tuple(input_ids.shape)}, True where the MLM logits are wanted (e.g. labels != -100), "
+                             f"got {got}")
+
+
+class BertClassifier(nn.Module):
+    """Sentence classification as in Devlin et al. §4.1: "the final hidden vector C ∈ R^H corresponding to the
+    first input token ([CLS])" (here the pooled, tanh(h_[CLS] W_p + b_p), as in the released classifier), dropout,
+    then "a classification layer W ∈ R^{K×H}", log softmax(C Wᵀ). ``model(batch)`` takes the (input_ids,
+    segment_ids, attention_mask) of :func:`lmlib.recipes.bert.classification_batches`; returns (batch, num_classes) logits."""
+
+    def __init__(self, bert: Bert, num_classes: int = 2, dropout: float = 0.1):
+        super().__init__()
+        if bert.pooler is None:
+            raise ValueError("the classifier reads the pooled [CLS] vector; build the BERT with pooler=True")
+        self.bert = bert
+        self.dropout = nn.Dropout(dropout)
+        self.head = nn.Linear(bert.config.d_model, num_classes)
+        nn.init.normal_(self.head.weight, std=0.02)
+        nn.init.zeros_(self.head.bias)
+
+    def forward(self, input_ids: torch.Tensor, segment_ids: torch.Tensor | None = None,
+                attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        out = self.bert(input_ids, segment_ids, attention_mask)
+        return self.head(self.dropout(out.pooled))  # (B, K)
+
 
 
 # How transformers names each weight of lmlib's BERT ("{i}" = layer index). Encoder keys sit under "bert." in
@@ -449,4 +471,5 @@ def _config_hint(key: str) -> str:
     return "d_model differs"
 
 
-__all__ = ["Bert", "BertConfig", "BertOutput", "EncoderLayer", "MaskedLMHead", "HF_BERT_NAMES"]
+__all__ = ["Bert", "BertClassifier", "BertConfig", "BertOutput", "EncoderLayer", "MaskedLMHead", "HF_BERT_NAMES",
+           "check_inputs"]

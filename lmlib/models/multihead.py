@@ -46,29 +46,12 @@ def padding_mask(lengths: torch.Tensor | list[int], max_len: int | None = None) 
     return torch.arange(width, device=lengths.device)[None, :] >= lengths[:, None]
 
 
-def _combined_mask(
-    batch: int, q_len: int, k_len: int, key_padding_mask: torch.Tensor | None, attn_mask: torch.Tensor | None
-) -> torch.Tensor | None:
-    """Merge a ``(batch, k_len)`` padding mask and a ``(q_len, k_len)`` or ``(batch, q_len, k_len)``
-    attention mask into one ``(batch, 1, q_len, k_len)`` bool mask (True = blocked), checking shapes."""
-    mask = None
-    if key_padding_mask is not None:
-        if key_padding_mask.dtype != torch.bool:
-            raise ValueError(f"key_padding_mask must be bool (True at padding), got {key_padding_mask.dtype}")
-        if tuple(key_padding_mask.shape) != (batch, k_len):
-            raise ValueError(f"key_padding_mask must have shape (batch, key_len) = {(batch, k_len)}, "
-                             f"got {tuple(key_padding_mask.shape)}")
-        mask = key_padding_mask[:, None, None, :]
+def _combined_mask(key_padding_mask: torch.Tensor | None, attn_mask: torch.Tensor | None) -> torch.Tensor | None:
+    """Merge a ``(batch, k_len)`` padding mask and a ``(q_len, k_len)`` or ``(batch, q_len, k_len)`` attention mask
+    into one mask broadcastable to ``(batch, 1, q_len, k_len)`` (True = blocked), or None when neither is given."""
+    mask = None if key_padding_mask is None else key_padding_mask[:, None, None, :]  # (B, 1, 1, n_k)
     if attn_mask is not None:
-        if attn_mask.dtype != torch.bool:
-            raise ValueError(f"attn_mask must be bool (True where attention is forbidden), got {attn_mask.dtype}")
-        if tuple(attn_mask.shape) == (q_len, k_len):
-            extra = attn_mask[None, None]
-        elif tuple(attn_mask.shape) == (batch, q_len, k_len):
-            extra = attn_mask[:, None]
-        else:
-            raise ValueError(f"attn_mask must have shape (query_len, key_len) = {(q_len, k_len)} or "
-                             f"(batch, query_len, key_len) = {(batch, q_len, k_len)}, got {tuple(attn_mask.shape)}")
+        extra = attn_mask[None, None] if attn_mask.dim() == 2 else attn_mask[:, None]  # (1 or B, 1, n_q, n_k)
         mask = extra if mask is None else mask | extra
     return mask
 
@@ -147,30 +130,6 @@ class MultiHeadAttention(nn.Module):
         batch, n, _ = x.shape
         return x.view(batch, n, self.num_heads, self.d_k).transpose(1, 2)
 
-    def _check_inputs(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                      key_padding_mask: torch.Tensor | None, attn_mask: torch.Tensor | None,
-                      causal: bool) -> torch.Tensor | None:
-        """Check the shapes and masks of :meth:`forward`'s inputs; return the one combined bool mask
-        ``(batch, 1, n_q, n_k)`` (True = may not attend), or None when nothing is masked."""
-        for name, x in (("query", query), ("key", key), ("value", value)):
-            if x.ndim != 3 or x.size(-1) != self.d_model:
-                raise ValueError(f"{name} must have shape (batch, seq, d_model={self.d_model}), got {tuple(x.shape)}")
-            if x.size(0) == 0 or x.size(1) == 0:
-                raise ValueError(f"{name} is empty (shape {tuple(x.shape)}): attention needs at least one position")
-        (batch, n_q, _), n_k = query.shape, key.size(1)
-        if value.shape[:2] != key.shape[:2] or query.size(0) != key.size(0):
-            raise ValueError(f"query {tuple(query.shape)}, key {tuple(key.shape)} and value {tuple(value.shape)} "
-                             f"must share the batch size, and key and value the sequence length")
-        if causal and n_q != n_k:
-            raise ValueError(f"causal=True needs as many queries as keys (self-attention), got {n_q} and {n_k}")
-        mask = _combined_mask(batch, n_q, n_k, key_padding_mask, attn_mask)
-        if causal and mask is not None:
-            mask = mask | causal_mask(n_q, query.device)
-        if mask is not None and mask.all(dim=-1).any():
-            raise ValueError("some query may attend to no key at all (every key masked); check the padding "
-                             "mask: each sequence needs at least one real token")
-        return mask
-
     def forward(
         self,
         query: torch.Tensor,
@@ -182,8 +141,12 @@ class MultiHeadAttention(nn.Module):
         need_weights: bool = False,
         average_heads: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        mask = self._check_inputs(query, key, value, key_padding_mask, attn_mask, causal)  # (B, 1, n_q, n_k) or None
+        """MultiHead(Q, K, V) = Concat(head_1, ..., head_h) Wᴼ,  head_i = softmax(Q W_iᐞ (K W_iᴷ)ᵀ / √d_k) V W_iⱽ,
+        a query never looking where a mask is True (inputs as :func:`check_inputs` accepts them)."""
         B, n_q, _ = query.shape
+        mask = _combined_mask(key_padding_mask, attn_mask)  # (B or 1, 1, n_q or 1, n_k), True = blocked; or None
+        if causal and mask is not None:
+            mask = mask | causal_mask(n_q, query.device)  # (B, 1, n_q, n_k)
         q = self._split_heads(self.w_q(query))  # Q W^Q, split: (B, h, n_q, d_k)
         k = self._split_heads(self.w_k(key))  # K W^K: (B, h, n_k, d_k)
         v = self._split_heads(self.w_v(value))  # V W^V: (B, h, n_k, d_k)
@@ -223,3 +186,32 @@ class MultiHeadAttention(nn.Module):
         if reference.out_proj.bias is not None:
             self.w_o.bias.copy_(reference.out_proj.bias)
         return self
+
+
+def check_inputs(attention: MultiHeadAttention, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                 key_padding_mask: torch.Tensor | None = None, attn_mask: torch.Tensor | None = None,
+                 causal: bool = False) -> None:
+    """Refuse inputs that :meth:`MultiHeadAttention.forward` would misread, saying what is wrong. Call it where
+    input enters; the forward checks nothing, so it never reads a value back from the device."""
+    for name, x in (("query", query), ("key", key), ("value", value)):
+        if x.ndim != 3 or x.size(-1) != attention.d_model:
+            raise ValueError(f"{name} must have shape (batch, seq, d_model={attention.d_model}), got {tuple(x.shape)}")
+        if x.size(0) == 0 or x.size(1) == 0:
+            raise ValueError(f"{name} is empty (shape {tuple(x.shape)}): attention needs at least one position")
+    (batch, n_q, _), n_k = query.shape, key.size(1)
+    if value.shape[:2] != key.shape[:2] or query.size(0) != key.size(0):
+        raise ValueError(f"query {tuple(query.shape)}, key {tuple(key.shape)} and value {tuple(value.shape)} "
+                         f"must share the batch size, and key and value the sequence length")
+    if causal and n_q != n_k:
+        raise ValueError(f"causal=True needs as many queries as keys (self-attention), got {n_q} and {n_k}")
+    for name, mask, shapes in (("key_padding_mask", key_padding_mask, [(batch, n_k)]),
+                               ("attn_mask", attn_mask, [(n_q, n_k), (batch, n_q, n_k)])):
+        if mask is not None and (mask.dtype != torch.bool or tuple(mask.shape) not in shapes):
+            raise ValueError(f"{name} must be a bool tensor (True where attention is forbidden) of shape "
+                             f"{' or '.join(map(str, shapes))}, got {mask.dtype} {tuple(mask.shape)}")
+    mask = _combined_mask(key_padding_mask, attn_mask)
+    if mask is not None and causal:
+        mask = mask | causal_mask(n_q, query.device)
+    if mask is not None and mask.all(dim=-1).any():
+        raise ValueError("some query may attend to no key at all (every key masked); check the padding "
+                         "mask: each sequence needs at least one real token")

@@ -204,23 +204,8 @@ class Transformer(nn.Module):
         if c.tie_output:
             self.generator.weight = self.tgt_embed.weight
 
-    def _check_ids(self, name: str, ids: torch.Tensor, vocab_size: int, mask: torch.Tensor | None = None) -> None:
-        """Token ids ``(batch, seq)`` within the vocabulary and max_len, and their mask (if any) shaped alike."""
-        if ids.ndim != 2 or ids.dtype != torch.long:
-            raise ValueError(f"{name} must be a (batch, seq) tensor of token ids (long), got "
-                             f"{tuple(ids.shape)} {ids.dtype}")
-        if ids.numel() == 0:
-            raise ValueError(f"{name} is empty (shape {tuple(ids.shape)})")
-        if ids.size(1) > self.config.max_len:
-            raise ValueError(f"{name} has {ids.size(1)} positions, more than max_len={self.config.max_len}")
-        check_ids_in_range(ids, vocab_size, name)
-        if mask is not None and (mask.shape != ids.shape or mask.dtype != torch.bool):
-            raise ValueError(f"{name}_mask must be a bool tensor shaped like {name} {tuple(ids.shape)} (True at real "
-                             f"tokens), got {tuple(mask.shape)} {mask.dtype}")
-
     def encode(self, src: torch.Tensor, src_mask: torch.Tensor, need_weights: bool = False):
         """-> memory (batch, S, d_model) and the list of per-layer self-attention weights (empty unless asked)."""
-        self._check_ids("src", src, self.config.src_vocab_size, src_mask)
         x = self.src_pos(self.src_embed(src) * math.sqrt(self.config.d_model))  # E x · √d_model + PE: (B, S, d_model)
         maps = []
         for layer in self.encoder_layers:
@@ -236,7 +221,6 @@ class Transformer(nn.Module):
         ``last_only`` projects only the last position to the vocabulary (batch, 1, tgt_vocab): all that
         decoding needs, and the projection is the most expensive matrix product of a small model.
         """
-        self._check_ids("tgt_in", tgt_in, self.config.tgt_vocab_size)
         y = self.tgt_pos(self.tgt_embed(tgt_in) * math.sqrt(self.config.d_model))  # (B, T, d_model)
         self_maps, cross_maps = [], []
         for layer in self.decoder_layers:
@@ -274,6 +258,29 @@ class Transformer(nn.Module):
         return AttentionMaps(enc, dec_self, cross)
 
 
+def check_inputs(model: Transformer, src: torch.Tensor, src_mask: torch.Tensor,
+                 tgt_in: torch.Tensor | None = None) -> None:
+    """Refuse inputs that :meth:`Transformer.forward` (or ``encode``/``decode``) would misread, saying what is
+    wrong: ids ``(batch, seq)`` (long) inside their vocabulary and ``max_len``, ``src_mask`` a bool tensor shaped
+    like ``src``. Call it where input enters; the model's methods check nothing, so they never read a value back
+    from the device."""
+    c = model.config
+    for name, ids, vocab_size in (("src", src, c.src_vocab_size), ("tgt_in", tgt_in, c.tgt_vocab_size)):
+        if ids is None:
+            continue
+        if ids.ndim != 2 or ids.dtype != torch.long:
+            raise ValueError(f"{name} must be a (batch, seq) tensor of token ids (long), got "
+                             f"{tuple(ids.shape)} {ids.dtype}")
+        if ids.numel() == 0:
+            raise ValueError(f"{name} is empty (shape {tuple(ids.shape)})")
+        if ids.size(1) > c.max_len:
+            raise ValueError(f"{name} has {ids.size(1)} positions, more than max_len={c.max_len}")
+        check_ids_in_range(ids, vocab_size, name)
+    if src_mask.shape != src.shape or src_mask.dtype != torch.bool:
+        raise ValueError(f"src_mask must be a bool tensor shaped like src {tuple(src.shape)} (True at real "
+                         f"tokens), got {tuple(src_mask.shape)} {src_mask.dtype}")
+
+
 def noam_schedule(d_model: int, warmup: int):
     """lrate = d_model^{-0.5} · min(step^{-0.5}, step · warmup^{-1.5})   (eq. 3), as a factor of step (0-based).
 
@@ -307,6 +314,7 @@ def translate(model: Transformer, sentences: list[str] | list[list[str]], src_vo
     device = next(model.parameters()).device
     tokens = [tokenize(s, "en") if isinstance(s, str) else list(s) for s in sentences]
     src, src_mask = encode_source(tokens, src_vocab)
+    check_inputs(model, src, src_mask)
     src, src_mask = src.to(device), src_mask.to(device)
     limit = max_len or min(model.config.max_len - 1, 2 * src.size(1) + 5)
     if method == "greedy":
@@ -321,4 +329,4 @@ def translate(model: Transformer, sentences: list[str] | list[list[str]], src_vo
 
 __all__ = ["TransformerConfig", "PositionwiseFeedForward", "EncoderLayer", "DecoderLayer", "Transformer",
            "AttentionMaps", "DecoderState", "noam_schedule",
-           "causal_mask", "translate"]
+           "causal_mask", "check_inputs", "translate"]

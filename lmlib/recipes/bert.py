@@ -39,10 +39,9 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from ..data import load_imdb
-from ..models.bert import Bert, BertConfig
+from ..models.bert import Bert, BertClassifier, BertConfig, check_inputs
 from ..runtime import eval_mode, seed_everything
 from ..text.bert_data import IGNORE_INDEX, PretrainingBatch, SentencePair, SpecialIds, pretraining_batch, sentence_pairs
 from ..text.tokenizers import WordPiece
@@ -316,28 +315,6 @@ def pretrain_report(directory: str | Path = CHECKPOINT_DIR) -> dict:
 
 # -- fine-tuning: [CLS] classification ----------------------------------------------------------------------
 
-class BertClassifier(nn.Module):
-    """Sentence classification as in Devlin et al. §4.1: "the final hidden vector C ∈ R^H corresponding to the
-    first input token ([CLS])" (here the pooled, tanh(h_[CLS] W_p + b_p), as in the released classifier), dropout,
-    then "a classification layer W ∈ R^{K×H}", log softmax(C Wᵀ). ``model(batch)`` takes the (input_ids,
-    segment_ids, attention_mask) of :func:`classification_batches`; returns (batch, num_classes) logits."""
-
-    def __init__(self, bert: Bert, num_classes: int = 2, dropout: float = 0.1):
-        super().__init__()
-        if bert.pooler is None:
-            raise ValueError("the classifier reads the pooled [CLS] vector; build the BERT with pooler=True")
-        self.bert = bert
-        self.dropout = nn.Dropout(dropout)
-        self.head = nn.Linear(bert.config.d_model, num_classes)
-        nn.init.normal_(self.head.weight, std=0.02)
-        nn.init.zeros_(self.head.bias)
-
-    def forward(self, input_ids: torch.Tensor, segment_ids: torch.Tensor | None = None,
-                attention_mask: torch.Tensor | None = None) -> torch.Tensor:
-        out = self.bert(input_ids, segment_ids, attention_mask)
-        return self.head(self.dropout(out.pooled))  # (B, K)
-
-
 def classifier(pretrained: bool = True, num_classes: int = 2, dropout: float = 0.1,
                directory: str | Path = CHECKPOINT_DIR) -> tuple[BertClassifier, WordPiece]:
     """A :class:`BertClassifier` on the shipped IMDb BERT with ``dropout`` inside and before the head
@@ -403,6 +380,7 @@ def finetune(model: BertClassifier, inputs: Sequence[Sequence[int]], labels: Seq
     linear warm-up and decay, ``epochs`` shuffled passes repeated until at least ``min_steps`` steps (so 100
     labels get a useful number of updates). ``overrides`` change entries of ``FINETUNE_RECIPE``; ``device`` is where
     it trains."""
+    check_inputs(model.bert, *classification_batches(inputs, labels, len(inputs), pad)[0][0])
     r, epochs, T = finetune_plan(FINETUNE_RECIPE, overrides, len(inputs))
     warmup = max(1, int(r["warmup_frac"] * T))
     opt = torch.optim.AdamW(weight_decay_groups(model, r["weight_decay"]), lr=r["lr"])
@@ -421,6 +399,7 @@ def predict(model: BertClassifier, inputs: Sequence[Sequence[int]], pad: int, ba
     preds = []
     with eval_mode(model):
         for (ids, seg, mask), _ in classification_batches(inputs, [0] * len(inputs), batch_size, pad):
+            check_inputs(model.bert, ids, seg, mask)
             preds.append(model(ids.to(device), seg.to(device), mask.to(device)).argmax(-1).cpu())
     return torch.cat(preds)
 
