@@ -2,9 +2,9 @@
 
 Each notebook records what its own runs measured with :func:`record`; :func:`table` shows those rows
 beside the published figures (with their source), so every new model is read against the old ones.
-Measured rows live in a small JSON file in the results folder (``LMLIB_RESULTS_DIR``, else the
-repository's ``data/results``, else ``~/.cache/lmlib/results``): a notebook only sees the rows of
-notebooks that were run before it on this machine.
+Measured rows live in a small JSON file of this machine's runs (``LMLIB_RESULTS_DIR``, else the
+repository's ``data/results``, else ``~/.cache/lmlib/results``), not among the committed results of
+:mod:`lmlib.course.results`: a notebook only sees the rows of notebooks that were run before it here.
 """
 
 from __future__ import annotations
@@ -34,18 +34,14 @@ PUBLISHED = [
 ]
 
 
-def results_dir() -> Path:
+def _path() -> Path:
+    """``ptb_leaderboard.json`` in the folder of this machine's measured rows."""
     env = os.environ.get("LMLIB_RESULTS_DIR")
     if env:
-        return Path(env).expanduser()
+        return Path(env).expanduser() / "ptb_leaderboard.json"
     repo_data = Path(__file__).resolve().parents[2] / "data"
-    if (repo_data / "README.md").is_file():
-        return repo_data / "results"
-    return Path.home() / ".cache" / "lmlib" / "results"
-
-
-def _path() -> Path:
-    return results_dir() / "ptb_leaderboard.json"
+    folder = repo_data / "results" if (repo_data / "README.md").is_file() else Path.home() / ".cache" / "lmlib" / "results"
+    return folder / "ptb_leaderboard.json"
 
 
 def measured() -> dict[str, dict]:

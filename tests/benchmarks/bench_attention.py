@@ -5,7 +5,7 @@ size and mode the two modules are timed in interleaved rounds (ours, theirs, the
 median time per call is reported. Modes: ``forward`` (eval, no grad: PyTorch may take its native fused
 inference path) and ``forward+backward`` (train mode, dropout 0), each for plain and causal self-attention.
 
-    .venv/bin/python tests/benchmarks/bench_attention.py        # writes tests/benchmarks/results/attention.json
+    .venv/bin/python tests/benchmarks/bench_attention.py        # writes lmlib/results/attention.json
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ def main() -> None:
         "goal": "ratio (lmlib / torch) <= 1.1",
     }
     print(json.dumps(summary, indent=1))
-    out = Path(__file__).parent / "results" / "attention.json"
+    out = Path(__file__).resolve().parents[2] / "lmlib" / "results" / "attention.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({
         "what": "lmlib.models.multihead.MultiHeadAttention (fused path) vs torch.nn.MultiheadAttention, self-attention, "

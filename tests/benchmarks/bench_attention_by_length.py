@@ -9,7 +9,7 @@ then scores greedy translations of the whole test set by source length.
     LMLIB_DATA_DIR=... nice -n 10 python tests/benchmarks/bench_attention_by_length.py --model fixed --seconds 360
     LMLIB_DATA_DIR=... nice -n 10 python tests/benchmarks/bench_attention_by_length.py --model additive --seconds 360
 
-Each run writes tests/benchmarks/results/attention_by_length_<model>.json (the two can run side by
+Each run writes lmlib/results/attention_by_length_<model>.json (the two can run side by
 side, one thread each). Step counts depend on the machine, so the load average is recorded too.
 """
 
@@ -35,7 +35,7 @@ from lmlib.text.translation import (
 from lmlib.training.callbacks import GradientClipping, TimeBudget
 from lmlib.training.objectives import seq2seq_loss
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(__file__).resolve().parents[2] / "lmlib" / "results"
 SETTINGS = dict(max_len=16, max_pairs=60_000, min_freq=3, test_frac=0.1, seed=0, emb_dim=128, hidden=256,
                 batch_size=64, lr=2e-3, clip=1.0, edges=[3, 5, 7, 9, 11, 17], max_output=24)
 

@@ -10,7 +10,7 @@ slice. At this budget the table therefore measures mostly how each piece affects
 learning rate 30.
 The NT-ASGD check runs every epoch on the first 8,000 validation tokens; the table reports the
 perplexity of the final weights (the average when NT-ASGD switched) on the *whole* validation set,
-and the full model's test perplexity. Writes tests/benchmarks/results/awd_ablation.json.
+and the full model's test perplexity. Writes lmlib/results/awd_ablation.json.
 
 These numbers say what each regularizer does at this budget, not what it does after the paper's
 hundreds of epochs on a GPU (57.3 test perplexity with 24M parameters).
@@ -128,7 +128,7 @@ def main() -> None:
                     "platform": platform.platform()},
         "rows": rows,
     }
-    path = Path(__file__).parent / "results" / "awd_ablation.json"
+    path = Path(__file__).resolve().parents[2] / "lmlib" / "results" / "awd_ablation.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(out, indent=1) + "\n")
     print(f"wrote {path.name}")

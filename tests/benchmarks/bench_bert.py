@@ -16,7 +16,7 @@ other processes hits all of them alike. Tokens per second count every position o
 also has the ratio of CPU time (``time.process_time``), which leaves out time spent waiting for a core and so
 is the steadier number on a shared, loaded machine.
 
-    .venv/bin/python tests/benchmarks/bench_bert.py            # writes tests/benchmarks/results/bert.json
+    .venv/bin/python tests/benchmarks/bench_bert.py            # writes lmlib/results/bert.json
     .venv/bin/python tests/benchmarks/bench_bert.py --quick    # one small size, few rounds, prints only
 """
 
@@ -37,7 +37,7 @@ from result_file import write_result
 
 from lmlib.models.bert import Bert
 
-RESULTS = Path(__file__).parent / "results" / "bert.json"
+RESULTS = Path(__file__).resolve().parents[2] / "lmlib" / "results" / "bert.json"
 VOCAB = 8192
 BATCH = 8
 SIZES = {  # name: (num_layers, num_heads, d_model, seq)

@@ -46,7 +46,7 @@ from lmlib.recipes import gpt as G
 from lmlib.recipes.ulmfit import sample_balanced
 from lmlib.text.tokenizers import ByteLevelBPE
 
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
+RESULTS_DIR = Path(__file__).resolve().parents[2] / "lmlib" / "results"
 RESULTS = RESULTS_DIR / "bow_baseline.json"
 TOKENIZER = G.CHECKPOINT_DIR / "tokenizer.json"
 TRUNCATIONS = {"full": "the whole review",

@@ -12,7 +12,7 @@ Tokens per second = the run's ``tokens_seen`` / ``train_seconds`` from its ``pre
 no start-up, tokenizer or evaluation). Each set-up runs ``ROUNDS`` times in rotating order and the median is kept,
 with the load before and after. The final losses are recorded too: two processes must train the same model.
 
-    .venv/bin/python tests/benchmarks/bench_ddp.py     # writes tests/benchmarks/results/ddp.json (about 5 minutes)
+    .venv/bin/python tests/benchmarks/bench_ddp.py     # writes lmlib/results/ddp.json (about 5 minutes)
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from local_launch import REPO, child_env, torchrun_command
 from machine import load, machine
 from result_file import write_result
 
-RESULTS = Path(__file__).parent / "results" / "ddp.json"
+RESULTS = Path(__file__).resolve().parents[2] / "lmlib" / "results" / "ddp.json"
 STEPS = {"gpt": 300, "bert": 200}
 SETUPS = {"1 process x 1 thread": (1, 1), "1 process x 2 threads": (1, 2), "2 processes x 1 thread": (2, 1)}
 ROUNDS = 3

@@ -16,7 +16,7 @@ standard errors over 3 seeds.
 
     LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/bench_elmo_probes.py
 
-writes tests/benchmarks/results/elmo_probes.json.
+writes lmlib/results/elmo_probes.json.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from machine import load, machine  # noqa: E402
 from lmlib.data import load_ud_pos  # noqa: E402
 from lmlib.recipes import elmo as R  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(__file__).resolve().parents[2] / "lmlib" / "results"
 LAYERS = {"character CNN (layer 0)": 0, "LSTM 1": 1, "LSTM 2": 2, "scalar mix": None}
 SETTINGS = dict(seeds=[0, 1, 2], pos_train_sentences=2000, pos_test="dev", probe_steps=300, probe_batch_size=512,
                 probe_lr=0.01,

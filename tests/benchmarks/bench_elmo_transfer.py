@@ -21,7 +21,7 @@ standard errors over 3 seeds.
 
     LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/bench_elmo_transfer.py
 
-writes tests/benchmarks/results/elmo_transfer.json (it reuses the cached features of bench_elmo_probes.py).
+writes lmlib/results/elmo_transfer.json (it reuses the cached features of bench_elmo_probes.py).
 
 **Scratch at its own rate.** ``--scratch-sweep 0.001 0.003 0.01 0.03`` re-runs only the from-scratch rows (they
 need no biLM features): for each label count, the bag of embeddings is trained on seed 0's sample (with all labels:
@@ -53,7 +53,7 @@ from lmlib.data import load_imdb  # noqa: E402
 from lmlib.recipes import elmo as R  # noqa: E402
 from lmlib.text.vocab import PAD  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(__file__).resolve().parents[2] / "lmlib" / "results"
 METHODS = ("ELMo (scalar mix)", "static vectors (char-CNN layer)", "from scratch (bag of embeddings)",
            "from scratch + ELMo (the paper's use)")
 SETTINGS = dict(sizes=[100, 1000, "all"], seeds=[0, 1, 2], hidden=64, dropout=0.2, steps=400, batch_size=256, lr=0.01,

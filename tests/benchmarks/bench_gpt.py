@@ -18,7 +18,7 @@ the mean over 200 random windows of the last 10%.
     .venv/bin/python tests/benchmarks/bench_gpt.py              # speed section of results/gpt.json
     nice -n 10 .venv/bin/python tests/benchmarks/bench_gpt.py --quality   # quality section (1 thread)
 
-Each run rewrites only its own section of tests/benchmarks/results/gpt.json.
+Each run rewrites only its own section of lmlib/results/gpt.json.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from result_file import write_result
 from lmlib.models.gpt import GPT, GPTConfig, generate
 from lmlib.training.schedules import weight_decay_groups
 
-RESULTS = Path(__file__).parent / "results" / "gpt.json"
+RESULTS = Path(__file__).resolve().parents[2] / "lmlib" / "results" / "gpt.json"
 VOCAB = 65  # Tiny Shakespeare's characters
 BATCH = 12
 SIZES = {  # name: (num_layers, num_heads, d_model, context)

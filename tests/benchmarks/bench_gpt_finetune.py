@@ -48,7 +48,7 @@ from lmlib.recipes import gpt as G
 from lmlib.recipes.ulmfit import sample_balanced
 from lmlib.runtime import seed_everything
 
-RESULTS = Path(__file__).resolve().parent / "results" / "gpt_finetune.json"
+RESULTS = Path(__file__).resolve().parents[2] / "lmlib" / "results" / "gpt_finetune.json"
 SHORT_PRETRAINING = RESULTS.with_name("gpt_finetune_short_pretraining.json")
 CONDITIONS = {"gpt_aux": dict(pretrained=True, lam=0.5), "gpt": dict(pretrained=True, lam=0.0),
               "scratch": dict(pretrained=False, lam=0.0, lr="dev"),

@@ -7,7 +7,7 @@ so it gets the first sentences of PTB train and valid (the same subset for lmlib
 the same n-grams (lmlib.models.ngram.ngrams; building them is included in nltk's fit time) and share one vocabulary
 size (training types + an unknown word). nltk's KneserNeyInterpolated is lmlib's KN with discounts
 [0, d, d, ...] and padding="full" (see tests/test_ngram.py). Then lmlib alone on all of PTB, KN5 and MKN5.
-Results go to tests/benchmarks/results/ngram.json.
+Results go to lmlib/results/ngram.json.
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ def main() -> None:
         print(f"lmlib {smoothing.upper()}5 on all PTB: test ppl {ppl_test:.2f} (Mikolov et al. 2011: 141.2), "
               f"fit {fit_s:.2f} s, evaluate {eval_s:.2f} s")
     results["full_ptb"] = full
-    out = Path(__file__).parent / "results" / "ngram.json"
+    out = Path(__file__).resolve().parents[2] / "lmlib" / "results" / "ngram.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(results, indent=1))
     print(f"wrote {out.name}")

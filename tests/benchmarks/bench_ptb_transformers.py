@@ -9,7 +9,7 @@ streams in segments of 64 (Transformer-XL with its memory of 64 per layer), ever
 
     nice -n 10 .venv/bin/python tests/benchmarks/bench_ptb_transformers.py     # ~35 min on one thread
 
-writes tests/benchmarks/results/ptb_transformers.json.
+writes lmlib/results/ptb_transformers.json.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from lmlib.data import load_ptb
 from lmlib.recipes import transformer_xl as X
 from lmlib.text.vocab import Vocab
 
-RESULTS = Path(__file__).parent / "results" / "ptb_transformers.json"
+RESULTS = Path(__file__).resolve().parents[2] / "lmlib" / "results" / "ptb_transformers.json"
 MODEL = dict(num_layers=4, num_heads=4, d_model=128, segment_len=64, dropout=0.3)
 RECIPE = dict(batch_size=16, lr=2e-3, warmup=200)
 VARIANTS = {"gpt_style": "vanilla", "transformer_xl": "xl"}

@@ -21,7 +21,7 @@ linear warm-up over min(100, steps/10) steps then cosine to 5% (``WarmupCosine``
 
 ``--lr-check`` (run before choosing the rate) trains the smallest and the largest model for ``LR_CHECK_STEPS`` steps
 at a few rates and writes the ``lr_check`` section. The default run writes everything else; each keeps the other's
-section of tests/benchmarks/results/scaling.json (written atomically).
+section of lmlib/results/scaling.json (written atomically).
 
     nice -n 10 .venv/bin/python tests/benchmarks/bench_scaling.py --lr-check   # 9 minutes
     nice -n 10 .venv/bin/python tests/benchmarks/bench_scaling.py              # 29 minutes on one thread
@@ -51,7 +51,7 @@ from lmlib.training.objectives import next_token_loss
 from lmlib.training.schedules import WarmupCosine, weight_decay_groups
 from lmlib.training.trainer import Trainer
 
-RESULTS = Path(__file__).parent / "results" / "scaling.json"
+RESULTS = Path(__file__).resolve().parents[2] / "lmlib" / "results" / "scaling.json"
 SIZES = [(1, 32, 1), (2, 64, 2), (3, 96, 3), (4, 128, 4), (5, 160, 5), (6, 192, 6)]  # (num_layers, d_model, num_heads)
 CONTEXT, BATCH = 64, 16
 # lr 2e-3 (the shipped GPT's) for every size: in the lr_check section it is the best of 1e-3, 2e-3 and 4e-3 for the

@@ -14,7 +14,7 @@ work lmlib does) and with encode_batch (which also tracks character offsets thro
 encoder runs --rounds times in rotating order and its fastest round is reported (every round is recorded).
 Training runs once per side. Training results differ a little by design (ties are broken
 differently), so the overlap of the learned merges and vocabularies is reported too.
-Results go to tests/benchmarks/results/tokenizers.json.
+Results go to lmlib/results/tokenizers.json.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers 
 from lmlib.data import load_imdb  # noqa: E402
 from lmlib.text.tokenizers import BPE_SPECIALS, WORDPIECE_SPECIALS, ByteLevelBPE, WordPiece  # noqa: E402
 
-OUT = Path(__file__).parent / "results" / "tokenizers.json"
+OUT = Path(__file__).resolve().parents[2] / "lmlib" / "results" / "tokenizers.json"
 
 
 def timed(fn, *args, **kwargs):

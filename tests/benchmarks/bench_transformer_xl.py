@@ -21,7 +21,7 @@ error.
     nice -n 10 .venv/bin/python tests/benchmarks/bench_transformer_xl.py             # 3 seeds, ~40 min, one thread
     nice -n 10 .venv/bin/python tests/benchmarks/bench_transformer_xl.py --seeds 1 2 --add   # more seeds, same file
 
-writes tests/benchmarks/results/transformer_xl.json.
+writes lmlib/results/transformer_xl.json.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from result_file import write_result
 from lmlib.recipes import transformer_xl as X
 from lmlib.recipes.gpt import shakespeare_chars
 
-RESULTS = Path(__file__).parent / "results" / "transformer_xl.json"
+RESULTS = Path(__file__).resolve().parents[2] / "lmlib" / "results" / "transformer_xl.json"
 EVAL_MEMORIES = {"xl": [0, 32, 64, 128, 256, 512], "relative_no_memory": [0, 32, 64, 128, 256, 512],
                  "vanilla": [0, 64]}
 EVAL_STREAMS, EVAL_SKIP = 8, 512

@@ -35,7 +35,7 @@ from lmlib.text.translation import (
 from lmlib.training.callbacks import GradientClipping, LRSchedule, TimeBudget
 from lmlib.training.objectives import seq2seq_loss, translation_loss
 
-RESULTS = Path(__file__).parent / "results" / "translation_budget.json"
+RESULTS = Path(__file__).resolve().parents[2] / "lmlib" / "results" / "translation_budget.json"
 MAX_OUTPUT = 12
 DATA = dict(max_len=10, prefixes=SIMPLE_PREFIXES, min_freq=2, seed=0)
 BATCH_SIZE = 64

@@ -1,6 +1,6 @@
 """Why does ULMFiT lose to training from scratch with all labels? An ablation of notebook 07's recorded run.
 
-With all 7,938 labelled rt-polarity snippets, the recorded ULMFiT run (tests/benchmarks/results/
+With all 7,938 labelled rt-polarity snippets, the recorded ULMFiT run (lmlib/results/
 ulmfit_curve_ulmfit.json) reaches .629 on rt-polarity test and .671 on SST-2 dev, while the same classifier from
 scratch reaches .760 and .783. The suspicion: gradual unfreezing over 5 epochs, with rates divided by 2.6 per layer
 group, barely trains the lowest groups (the embedding, which holds ~4,000 new word vectors, trains only in the last
@@ -20,7 +20,7 @@ LM fine-tuning unless the variant says otherwise, same data, same epochs unless 
     nice -n 10 .venv/bin/python tests/benchmarks/bench_ulmfit_ablation.py --variants neither --sizes 100 300 1000 --out PART
     .venv/bin/python tests/benchmarks/bench_ulmfit_ablation.py --merge PART1 PART2 ...
 
-writes tests/benchmarks/results/ulmfit_ablation.json (each variant ~4-9 min on one thread).
+writes lmlib/results/ulmfit_ablation.json (each variant ~4-9 min on one thread).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from lmlib.models.ulmfit import ULMFiTClassifier, extend_vocab
 from lmlib.recipes import ulmfit as U
 from lmlib.runtime import seed_everything
 
-RESULTS = Path(__file__).resolve().parent / "results" / "ulmfit_ablation.json"
+RESULTS = Path(__file__).resolve().parents[2] / "lmlib" / "results" / "ulmfit_ablation.json"
 WHAT = ("ULMFiT (PTB-pretrained AWD-LSTM) on rt-polarity, one change to notebook 07's recorded recipe at a time, with "
         "all labelled snippets (and the best changes also at 100, 300 and 1,000 balanced labels); tested on the "
         "rt-polarity test split and SST-2 dev; one seed")

@@ -9,7 +9,7 @@ held-out rt-polarity split and on SST-2 dev (a second test set from the same sou
     LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/bench_ulmfit_curve.py --part scratch
     LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/bench_ulmfit_curve.py --part ulmfit
 
-Each part writes tests/benchmarks/results/ulmfit_curve_<part>.json; both together give the figure in
+Each part writes lmlib/results/ulmfit_curve_<part>.json; both together give the figure in
 notebook 07. "from scratch" = the same AWD-LSTM classifier (same vocabulary, head, epochs, STLR), randomly
 initialised, one learning rate for all layers and no unfreezing (nothing to protect). SST is built from the
 same Rotten Tomatoes snippets as rt-polarity, so every training snippet (labelled, or unlabelled for the LM)
@@ -31,7 +31,7 @@ from lmlib.recipes import ulmfit as U
 from lmlib.runtime import seed_everything
 from lmlib.text.vocab import PAD
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(__file__).resolve().parents[2] / "lmlib" / "results"
 SETTINGS = dict(
     seed=0, rt_test_frac=0.2, sizes=[100, 300, 1000, "all"], epochs=5, eta_top=0.01, batch_size=32, max_len=60,
     min_steps_per_epoch=10, lm_min_freq=2, lm_max_new=4000, lm_eta_max=4e-3, lm_max_steps=60,

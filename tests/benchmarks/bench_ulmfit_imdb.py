@@ -25,7 +25,7 @@ Variants (one change each from ``ulmfit``, the paper's recipe):
     nice -n 10 .venv/bin/python tests/benchmarks/bench_ulmfit_imdb.py --variant scratch --seeds 0 1 2 --out PART.json
     .venv/bin/python tests/benchmarks/bench_ulmfit_imdb.py --merge PART1.json PART2.json ...
 
-writes tests/benchmarks/results/ulmfit_imdb.json (rows, and per variant and label count the mean ± standard error
+writes lmlib/results/ulmfit_imdb.json (rows, and per variant and label count the mean ± standard error
 over seeds).
 
 **Scratch at its own rate.** ``--sweep 0.001 0.003 0.01`` first trains seed 0's sample of ``--sweep-size`` (1,000)
@@ -63,7 +63,7 @@ from lmlib.models.ulmfit import ULMFiTClassifier
 from lmlib.recipes import ulmfit as U
 from lmlib.runtime import seed_everything
 
-RESULTS = Path(__file__).resolve().parent / "results" / "ulmfit_imdb.json"
+RESULTS = Path(__file__).resolve().parents[2] / "lmlib" / "results" / "ulmfit_imdb.json"
 SETTINGS = dict(sizes=[100, 500, 1000, 5000, 25000], test_reviews=2500, test_seed=0, max_len=128, epochs=5,
                 eta_top=0.01, batch_size=32, min_steps_per_epoch=10, max_steps_per_epoch=160,
                 head=dict(p1=0.25, p2=0.1))

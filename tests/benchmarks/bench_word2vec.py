@@ -5,7 +5,7 @@ Run from the repository root:  LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python te
 Both train skip-gram with negative sampling with the same vector size, window, negatives, epochs,
 subsampling threshold and min_count, on the same sentences (PTB train lines, no <eos>). Both are scored
 by lmlib.eval.word_eval (which agrees with gensim's own evaluators, see tests/test_word2vec.py). gensim gets
-2 worker threads, lmlib 2 PyTorch threads. Results go to tests/benchmarks/results/word2vec.json.
+2 worker threads, lmlib 2 PyTorch threads. Results go to lmlib/results/word2vec.json.
 """
 
 from __future__ import annotations
@@ -85,14 +85,14 @@ def main() -> None:
 
 def write(results: list, load_at_start: list) -> None:
     """Write after every setting, so a run cut short still leaves what it measured."""
-    out = Path(__file__).parent / "results" / "word2vec.json"
+    out = Path(__file__).resolve().parents[2] / "lmlib" / "results" / "word2vec.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     meta = {"corpus": "PTB train (887,521 words, 42,068 sentences)", "threads": 2, "torch": torch.__version__,
             "gensim": gensim.__version__, "python": platform.python_version(),
             "machine": f"{platform.machine()}, 2 cores shared with other jobs (see load averages)",
             "load_average_at_start": load_at_start, "load_average_now": list(os.getloadavg())}
     out.write_text(json.dumps({"meta": meta, "results": results}, indent=1) + "\n")
-    print(f"wrote tests/benchmarks/results/{out.name}", flush=True)
+    print(f"wrote lmlib/results/{out.name}", flush=True)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from pathlib import Path
 from lmlib.recipes.ulmfit import sample_balanced
 
 RATES = (5e-4, 1e-3, 2e-3)
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(__file__).resolve().parents[2] / "lmlib" / "results"
 DEV = dict(reviews=1000, seed=99, excludes="the labelled samples of seeds 0-2 at 1,000 labels (those at 100 are inside "
            "them)", swept_here={"n_labels": 100, "rates": list(RATES), "seeds": [0, 1, 2]},
            copied={"n_labels": 1000, "from": "the committed sweeps on the same split with the same recipe and code: "

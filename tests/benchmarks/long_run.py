@@ -13,7 +13,7 @@ from result_file import write_result
 
 from lmlib.training.trainer import Callback, Trainer
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(__file__).resolve().parents[2] / "lmlib" / "results"
 
 
 def command_line(description: str, name: str, epochs: int | None, epochs_help: str) -> argparse.Namespace:

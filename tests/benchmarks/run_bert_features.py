@@ -42,7 +42,7 @@ from lmlib.runtime import eval_mode, seed_everything
 from lmlib.training.callbacks import GradientClipping, LRSchedule
 from lmlib.training.trainer import BatchResult, Trainer
 
-RESULTS = Path(__file__).resolve().parent / "results" / "bert_features.json"
+RESULTS = Path(__file__).resolve().parents[2] / "lmlib" / "results" / "bert_features.json"
 SETTINGS = dict(pos_train=2000, pos_test=1000, pos_max_len=128, imdb_train=1000, imdb_test=1000, imdb_seed=0,
                 imdb_max_len=B.FINETUNE_RECIPE["max_len"], probe=dict(steps=300, lr=0.05, weight_decay=1e-4),
                 finetune_pos=dict(epochs=2, batch_size=16, lr=3e-4, warmup_frac=0.1), threads=1)

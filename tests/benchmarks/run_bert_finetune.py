@@ -52,7 +52,7 @@ from lmlib.recipes import bert as B
 from lmlib.recipes.ulmfit import sample_balanced
 from lmlib.runtime import seed_everything
 
-RESULTS = Path(__file__).resolve().parent / "results" / "bert_finetune.json"
+RESULTS = Path(__file__).resolve().parents[2] / "lmlib" / "results" / "bert_finetune.json"
 RATES_FILE = RESULTS.with_name("bert_finetune_rates.json")
 SHORT_PRETRAINING = RESULTS.with_name("bert_finetune_short_pretraining.json")
 CONDITIONS = {"bert": dict(pretrained=True), "scratch": dict(pretrained=False, lr="dev"),

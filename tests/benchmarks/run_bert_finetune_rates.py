@@ -32,7 +32,7 @@ from lmlib.recipes import bert as B
 from lmlib.recipes.ulmfit import sample_balanced
 from lmlib.runtime import seed_everything
 
-RESULTS = Path(__file__).resolve().parent / "results" / "bert_finetune_rates.json"
+RESULTS = Path(__file__).resolve().parents[2] / "lmlib" / "results" / "bert_finetune_rates.json"
 SHORT_PRETRAINING = RESULTS.with_name("bert_finetune_rates_short_pretraining.json")
 REPORT_ARCHIVE = RESULTS.with_name("bert_finetune_short_pretraining.json")  # holds that BERT's pretrain.json
 CONDITIONS = {"bert": True, "scratch": False}  # name: pretrained

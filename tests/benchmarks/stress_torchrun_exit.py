@@ -28,7 +28,7 @@ from local_launch import child_env, torchrun_command
 from machine import load, machine
 from result_file import write_result
 
-RESULTS = Path(__file__).parent / "results" / "torchrun_exit.json"
+RESULTS = Path(__file__).resolve().parents[2] / "lmlib" / "results" / "torchrun_exit.json"
 RUNS = 60
 ENDINGS = ("normal", "exit_distributed")
 

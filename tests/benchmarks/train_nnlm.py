@@ -1,4 +1,4 @@
-"""Train notebook 02's `full` NNLM preset on PTB and write tests/benchmarks/results/nnlm.json.
+"""Train notebook 02's `full` NNLM preset on PTB and write lmlib/results/nnlm.json.
 
 The model of Bengio et al. (2003) with the settings of notebook 02's `full` preset: order n = 5, m = 60
 features per word, h = 100 tanh units, direct connections W on, batches of 256 shuffled windows, Adam at

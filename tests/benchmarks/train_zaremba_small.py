@@ -1,4 +1,4 @@
-"""Train the "small" PTB LSTM of Zaremba et al. (2014) and write tests/benchmarks/results/zaremba_small.json.
+"""Train the "small" PTB LSTM of Zaremba et al. (2014) and write lmlib/results/zaremba_small.json.
 
 2 layers x 200 units, BPTT 20, batch 20, SGD lr 1 halved every epoch after epoch 4, 13 epochs, gradient
 norm clipped at 5, every parameter initialised U(-0.1, 0.1), no dropout. Published test perplexity: 114.5.
