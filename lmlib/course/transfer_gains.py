@@ -1,0 +1,316 @@
+"""What pretraining bought, against how much in-domain text it read: one fair comparison of the course's four
+transfer models (issue 36; notebook 12).
+
+A model's *transfer gain* is the accuracy of the pretrained model minus that of the same architecture from random
+weights, measured on the same label samples and the same test reviews:
+
+- ``"fine-tuned"``: the pretrained model trained on the labels, minus the same architecture from random init
+  trained on them at the rate its own dev split chose (Howard & Ruder 2018; Radford et al. 2018; Devlin et al.
+  2019). ELMo is not fine-tuned (Peters et al. 2018 add its features to a task model): its point in this panel is
+  the task model with ELMo minus the task model alone.
+- ``"frozen"``: the best frozen layer of the pretrained model under a linear probe, minus the best layer of the same
+  architecture at random init.
+
+Each gain is placed at the IMDb tokens its checkpoint read in pretraining (ULMFiT: stage (b) alone; its PTB
+stage (a) is general-domain text). A gain carries the standard error of a difference of two means over seeds,
+``sqrt(se_a² + se_b²)``, or None when a side has one seed. The bag of words on the same reviews and the same cut of
+them is the baseline a gain has to clear to be worth its pretraining: :func:`transfer_gains` gives, where such a
+bag of words was measured, ``bow_gap`` = bag of words − the same random init, so a gain above its ``bow_gap`` beats
+the bag of words.
+
+Every number comes from a committed result file (:func:`lmlib.course.results.load`); a file measured with another
+checkpoint than the one it is read for is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from . import results
+
+PRETRAINED = Path(__file__).resolve().parents[1] / "pretrained"
+KINDS = ("fine-tuned", "frozen")
+MODELS = ("GPT", "BERT", "ELMo", "ULMFiT")  # the order of the legend; colours follow plotly's sequence
+PANELS = {"fine-tuned": "trained on the labels", "frozen": "frozen, linear probe"}
+CHANCE = 0.55  # accuracy on balanced test reviews at or below which a run is treated as one that did not train
+
+
+def _shipped(checkpoint: str) -> dict:
+    """The ``pretrain.json`` of the shipped ``lmlib/pretrained/<checkpoint>``."""
+    return json.loads((PRETRAINED / checkpoint / "pretrain.json").read_text())
+
+
+def _staged(checkpoint: str) -> dict:
+    """The ``pretrain.json`` of a GPU-pretrained checkpoint kept with the results until it ships."""
+    folder = getattr(results, "STAGED_DIR", None) or Path(results.RESULTS_DIR) / "gpu_pretraining"
+    return json.loads((Path(folder) / checkpoint / "pretrain.json").read_text())
+
+
+def _refuse(name: str, recorded: str | None, expected: str, what: str) -> None:
+    if recorded != expected:
+        raise RuntimeError(f"{name}.json was measured with another checkpoint (sha256 {str(recorded)[:12]}…) than "
+                           f"{what} ({expected[:12]}…); it cannot be placed at that checkpoint's tokens")
+
+
+def _mean_se(summary_row: dict) -> tuple[float, float | None, int]:
+    seeds = summary_row.get("seeds", 1)
+    se = summary_row.get("se") if seeds > 1 else None
+    return float(summary_row["mean"]), None if se is None else float(se), seeds
+
+
+def _one(rows: list[dict], name: str, **match) -> dict:
+    hits = [r for r in rows if all(r.get(k) == v for k, v in match.items())]
+    if len(hits) != 1:
+        raise ValueError(f"{name}.json: {len(hits)} summary rows match {match}, expected one")
+    return hits[0]
+
+
+def _difference(a: tuple, b: tuple) -> tuple[float, float | None]:
+    se = math.hypot(a[1], b[1]) if a[1] is not None and b[1] is not None else None
+    return a[0] - b[0], se
+
+
+def _bow(name: str, n_labels: int, expected_sha: str, what: str) -> tuple[float, float | None, int]:
+    data = results.load(name)
+    _refuse(name, data.get("checkpoint_sha256"), expected_sha, what)
+    return _mean_se(_one(data["summary"], name, truncation="model_view", n_labels=n_labels))
+
+
+def _point(model, budget, tokens, kind, n_labels, a, b, what, source, test_reviews, bow=None, bow_source=None):
+    gain, se = _difference(a, b)
+    point = dict(model=model, budget=budget, tokens=int(tokens), kind=kind, n_labels=n_labels, pretrained=a[0],
+                 baseline=b[0], gain=gain, se=se, seeds=min(a[2], b[2]), what=what, source=source,
+                 test_reviews=test_reviews, bow_gap=None, bow_gap_se=None, bow_source=None)
+    if bow is not None:
+        point["bow_gap"], point["bow_gap_se"] = _difference(bow, b)
+        point["bow_source"] = bow_source
+    return point
+
+
+def _finetuned(model: str, name: str, condition: str, task: str | None, n_labels: int) -> list[dict]:
+    """GPT or BERT fine-tuned (recipe rate) minus the random init at its dev-chosen rate, from ``name``: the shipped
+    GPU checkpoint's result or the archived result of the CPU checkpoint shipped before it."""
+    checkpoint = f"{model.lower()}_imdb"
+    data = results.load(name)
+    if "checkpoint_report" in data:  # archived: the CPU checkpoint shipped before the GPU one
+        report, budget = data["checkpoint_report"], "CPU"
+        _refuse(name, data["checkpoint_sha256"], report["sha256"][f"{checkpoint}.safetensors"],
+                "the checkpoint its archived report describes")
+    else:
+        report, budget = _shipped(checkpoint), "GPU"
+        _refuse(name, data.get("checkpoint_sha256"), report["sha256"][f"{checkpoint}.safetensors"],
+                f"the shipped lmlib/pretrained/{checkpoint}")
+    match = {} if task is None else {"task": task}
+    try:
+        a = _mean_se(_one(data["summary"], name, condition=condition, n_labels=n_labels, **match))
+        b = _mean_se(_one(data["summary"], name, condition="scratch", n_labels=n_labels, **match))
+    except ValueError:
+        return []
+    test = data["settings"].get("n_test") or data["settings"].get("imdb_test")
+    bow = None
+    if model == "GPT":  # the bag of words read exactly the GPT's cut of the same test reviews
+        bow = _bow("bow_baseline", n_labels, report["sha256"]["tokenizer.json"], "the GPT tokenizer that cut its text")
+    return [_point(model, budget, report["tokens_seen"], "fine-tuned", n_labels, a, b,
+                   f"{model} fine-tuned − random init at its own rate", name, test, bow,
+                   "bow_baseline" if bow else None)]
+
+
+def _gpu_transfer(model: str, n_labels: int) -> list[dict]:
+    """The staged or shipped GPU checkpoint's ``gpu_transfer_<model>.json``: ULMFiT's stage (c) minus the random
+    init (each at its dev-chosen rate), and for every model the best probed layer minus the random init's best."""
+    name = f"gpu_transfer_{model.lower()}"
+    data = results.load(name)
+    if data.get("model") != model.lower():
+        raise RuntimeError(f"{name}.json holds the results of {data.get('model')!r}, not {model.lower()!r}")
+    weights = f"{model.lower()}_imdb.safetensors"
+    if weights not in data["checkpoint"]["sha256"]:
+        raise RuntimeError(f"{name}.json names no {weights}; it was measured on another model's checkpoint")
+    checkpoint = f"{model.lower()}_imdb"
+    if model in ("GPT", "BERT"):  # shipped: the file must describe the shipped checkpoint
+        _refuse(name, data["checkpoint"]["sha256"][weights], _shipped(checkpoint)["sha256"][weights],
+                f"the shipped lmlib/pretrained/{checkpoint}")
+    else:  # staged beside the results until it ships
+        _refuse(name, data["checkpoint"]["sha256"][weights], _staged(checkpoint)["sha256"][weights],
+                f"the GPU-pretrained {checkpoint} staged with the results")
+    tokens, test = data["checkpoint"]["tokens_seen"], data["settings"]["test_reviews"]
+    points = []
+    summary = data["summary"]
+    if model == "ULMFiT":
+        a = _mean_se(_one(summary, name, condition="ulmfit", n_labels=n_labels))
+        b = _mean_se(_one(summary, name, condition="scratch", n_labels=n_labels))
+        points.append(_point(model, "GPU", tokens, "fine-tuned", n_labels, a, b,
+                             "ULMFiT stage (c) − random init at its own rate", name, test))
+    probes = [r for r in summary if "init" in r and r["n_labels"] == n_labels]
+    if probes:
+        best = {init: max((r for r in probes if r["init"] == init), key=lambda r: r["mean"])
+                for init in ("pretrained", "random")}
+        layer = {init: _layer_name(r) for init, r in best.items()}
+        points.append(_point(model, "GPU", tokens, "frozen", n_labels, _mean_se(best["pretrained"]),
+                             _mean_se(best["random"]), f"best frozen layer ({layer['pretrained']}) − random init's "
+                             f"best ({layer['random']})", name, test))
+    return points
+
+
+FEATURES = {"mean": "mean-pooled ", "cls": "[CLS] ", "layers": "", "mix": ""}
+
+
+def _layer_name(probe: dict) -> str:
+    """A probed layer as a person reads it: ``mean-pooled layer 2``, ``[CLS] layer 1``, ``scalar mix``."""
+    if probe["layer"] == "mix":
+        return "scalar mix of all layers"
+    return f"{FEATURES.get(probe['feature'], probe['feature'] + ' ')}layer {probe['layer']}"
+
+
+def _bert_features_short(n_labels: int) -> list[dict]:
+    """The CPU BERT shipped before the GPU one: best probed feature, pretrained minus random weights (one seed)."""
+    name = "bert_features_short_pretraining"
+    data = results.load(name)
+    report = results.load("bert_finetune_short_pretraining")["checkpoint_report"]
+    _refuse(name, data["checkpoint_sha256"], report["sha256"]["bert_imdb.safetensors"],
+            "the CPU BERT of bert_finetune_short_pretraining.json")
+    imdb = data["imdb"]
+    if imdb["train_reviews"] != n_labels:
+        return []
+    best = {init: max((r for r in imdb["rows"] if r["init"] == init), key=lambda r: r["accuracy"])
+            for init in ("pretrained", "random")}
+    a, b = ((float(best[i]["accuracy"]), None, 1) for i in ("pretrained", "random"))
+    return [_point("BERT", "CPU", report["tokens_seen"], "frozen", n_labels, a, b,
+                   f"best frozen feature ({best['pretrained']['features']}) − random init's best "
+                   f"({best['random']['features']})", name, imdb["test_reviews"])]
+
+
+def _ulmfit_cpu(n_labels: int) -> list[dict]:
+    name = "ulmfit_imdb"
+    data = results.load(name)
+    report = _shipped("ulmfit_imdb")
+    sha = report["sha256"]["ulmfit_imdb.safetensors"]
+    _refuse(name, data["checkpoint"]["imdb_sha256"], sha, "the shipped lmlib/pretrained/ulmfit_imdb")
+    cut = data["settings"]["max_len"]
+    try:
+        a = _mean_se(_one(data["summary"], name, variant="ulmfit", n_labels=n_labels, max_len=cut))
+        b = _mean_se(_one(data["summary"], name, variant="scratch", n_labels=n_labels, max_len=cut))
+    except ValueError:
+        return []
+    bow = _bow("bow_ulmfit_imdb", n_labels, sha, "the shipped ULMFiT stage (b), whose vocabulary cut its text")
+    return [_point("ULMFiT", "CPU", report["tokens_seen"], "fine-tuned", n_labels, a, b,
+                   "ULMFiT stage (c) − random init at its own rate", name, data["settings"]["test_reviews"], bow,
+                   "bow_ulmfit_imdb")]
+
+
+def _elmo_cpu(n_labels: int) -> list[dict]:
+    """The shipped CPU ELMo as the paper uses it: a task model with ELMo minus the same task model alone."""
+    name = "elmo_transfer"
+    data = results.load(name)
+    report = _shipped("elmo_imdb")
+    sha = report["sha256"]["elmo_imdb.safetensors"]
+    _refuse(name, data["pretrained"]["sha256"], sha, "the shipped lmlib/pretrained/elmo_imdb")
+    by = {(r["method"], r["n_labels"]): r for r in data["results"]}
+    pair = ("from scratch + ELMo (the paper's use)", "from scratch (bag of embeddings)")
+    if any((m, n_labels) not in by for m in pair):
+        return []
+    a, b = (((r := by[m, n_labels])["mean"], r["se"] if len(r["values"]) > 1 else None, len(r["values"]))
+            for m in pair)
+    bow = _bow("bow_elmo_transfer", n_labels, sha, "the shipped ELMo, whose study's reviews it read")
+    return [_point("ELMo", "CPU", report["tokens_seen"], "fine-tuned", n_labels, a, b,
+                   "task model + ELMo − the task model alone", name, data["settings"]["test_reviews"], bow,
+                   "bow_elmo_transfer")]
+
+
+def transfer_gains(n_labels: int = 1000) -> list[dict]:
+    """Every transfer gain measured with ``n_labels`` labelled reviews, from every checkpoint measured, fewest
+    tokens first within each model. A point: ``model``, ``budget`` (``"CPU"``: the checkpoint first shipped,
+    ``"GPU"``: the long pretraining), ``tokens`` (IMDb tokens read in pretraining), ``kind`` (``"fine-tuned"`` or
+    ``"frozen"``), ``n_labels``, ``pretrained`` and ``baseline`` (mean accuracies), ``gain``, ``se`` (None: one
+    seed), ``seeds``, ``what``, ``source`` (the result file), ``test_reviews``, and ``bow_gap``/``bow_gap_se``/
+    ``bow_source`` (bag of words on the same text minus the same baseline, where measured).
+
+    A point is left out when its baseline sat at chance (accuracy ≤ :data:`CHANCE`): a random init that did not
+    train measures nothing about pretraining."""
+    points = (_finetuned("GPT", "gpt_finetune_short_pretraining", "gpt", None, n_labels)
+              + _finetuned("GPT", "gpt_finetune", "gpt", None, n_labels)
+              + _gpu_transfer("GPT", n_labels)
+              + _finetuned("BERT", "bert_finetune_short_pretraining", "bert", "imdb", n_labels)
+              + _bert_features_short(n_labels)
+              + _finetuned("BERT", "bert_finetune", "bert", "imdb", n_labels)
+              + _gpu_transfer("BERT", n_labels)
+              + _elmo_cpu(n_labels) + _gpu_transfer("ELMo", n_labels)
+              + _ulmfit_cpu(n_labels) + _gpu_transfer("ULMFiT", n_labels))
+    points = [p for p in points if p["baseline"] > CHANCE]
+    return sorted(points, key=lambda p: (MODELS.index(p["model"]), p["kind"], p["tokens"]))
+
+
+def _tokens(n: int) -> str:
+    return f"{n / 1e6:.1f}M"
+
+
+def gains_table(points: list[dict]):
+    """The points of :func:`transfer_gains` as an HTML table, one row per point."""
+    from .tables import html_table
+
+    def pm(value, se):
+        return f"{value:+.3f}" + (f" ± {se:.3f}" if se is not None else " (1 seed)")
+
+    return html_table(
+        ["model", "checkpoint", "IMDb tokens read", "panel", "what is compared", "gain",
+         "bag of words − the same random init", "result file"],
+        [[p["model"], p["budget"], _tokens(p["tokens"]), PANELS[p["kind"]], p["what"], pm(p["gain"], p["se"]),
+          "" if p["bow_gap"] is None else pm(p["bow_gap"], p["bow_gap_se"]), p["source"]] for p in points],
+        numeric=[False, False, True, False, False, True, True, False],
+        caption=f"transfer gain at {points[0]['n_labels']:,} labels: pretrained minus the same architecture from "
+                "random weights (± standard error of the difference)" if points else None)
+
+
+def gains_figure(points: list[dict]):
+    """Transfer gain against IMDb tokens read (log axis): one panel per kind of gain, one colour per model, error bars
+    of one standard error, and the bag of words on the same text as a dashed line in the model's colour at the gain
+    that would tie it."""
+    import plotly.graph_objects as go
+    from plotly.colors import qualitative
+    from plotly.subplots import make_subplots
+
+    from .viz import LAYOUT
+
+    if not points:
+        raise ValueError("no transfer gains to draw")
+    colour = dict(zip(MODELS, qualitative.Plotly))
+    symbol = {"CPU": "circle-open", "GPU": "circle"}
+    n_labels = points[0]["n_labels"]
+    tokens = [p["tokens"] for p in points]
+    span = [math.log10(min(tokens) / 3), math.log10(max(tokens) * 3)]  # the same range in both panels
+    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.06, subplot_titles=(
+        f"{PANELS['fine-tuned']}: pretrained − random init", f"{PANELS['frozen']}: best layer − random init's best"))
+    for col, kind in enumerate(KINDS, start=1):
+        for model in MODELS:
+            pts = [p for p in points if p["model"] == model and p["kind"] == kind]
+            if not pts:
+                continue
+            fig.add_trace(go.Scatter(
+                x=[p["tokens"] for p in pts], y=[p["gain"] for p in pts], mode="lines+markers", name=model,
+                legendgroup=model, showlegend=not any(t.name == model for t in fig.data),
+                line=dict(color=colour[model], width=1.5),
+                marker=dict(size=11, color=colour[model], symbol=[symbol[p["budget"]] for p in pts],
+                            line=dict(width=2, color=colour[model])),
+                error_y=dict(type="data", array=[p["se"] or 0 for p in pts], visible=True),
+                customdata=[[p["budget"], p["what"], p["source"], "" if p["se"] is not None else " (1 seed)"]
+                            for p in pts],
+                hovertemplate=(f"{model}, %{{customdata[0]}} checkpoint<br>%{{x:.3s}} IMDb tokens<br>%{{customdata[1]}}:"
+                               " %{y:+.3f}%{customdata[3]}<br>%{customdata[2]}.json<extra></extra>")), row=1, col=col)
+            for p in pts:
+                if p["bow_gap"] is None:
+                    continue
+                fig.add_trace(go.Scatter(
+                    x=[p["tokens"] / 2, p["tokens"] * 2], y=[p["bow_gap"]] * 2, mode="lines", legendgroup=model,
+                    showlegend=False, line=dict(color=colour[model], dash="dash", width=2),
+                    hovertemplate=(f"bag of words on the same text − {model}'s random init: {p['bow_gap']:+.3f}"
+                                   f"<br>{p['bow_source']}.json<extra></extra>")), row=1, col=col)
+        fig.add_hline(y=0, line_color="gray", line_width=1, row=1, col=col)
+        fig.update_xaxes(type="log", title_text="IMDb tokens read in pretraining (log scale)", row=1, col=col,
+                         range=span)
+    fig.update_yaxes(title_text=f"accuracy gain at {n_labels:,} labels", row=1, col=1)
+    fig.update_layout(**{**LAYOUT, "height": 460, "margin": dict(l=70, r=20, t=80, b=60)},
+                      title=f"Transfer gain against the in-domain text read ({n_labels:,} labels; open marker: the "
+                            "CPU checkpoint, filled: the long GPU run; dashed: the bag of words on the same text)",
+                      title_font_size=13, legend_title_text="model")
+    return fig

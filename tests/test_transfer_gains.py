@@ -1,0 +1,139 @@
+"""lmlib.course.transfer_gains: the points of notebook 12's gain-against-tokens figure, checked against the result
+files they are read from, and refused when a file belongs to another checkpoint or model."""
+
+import copy
+import math
+
+import pytest
+
+from lmlib.course import results, transfer_gains
+from lmlib.course.transfer_gains import gains_figure, gains_table
+from lmlib.course.transfer_gains import transfer_gains as gains
+
+
+def _summary(name, n_labels, **match):
+    rows = [r for r in results.load(name)["summary"] if r["n_labels"] == n_labels
+            and all(r.get(k) == v for k, v in match.items())]
+    assert len(rows) == 1, (name, match)
+    return rows[0]
+
+
+def _pick(points, model, budget, kind):
+    hits = [p for p in points if (p["model"], p["budget"], p["kind"]) == (model, budget, kind)]
+    assert len(hits) == 1, (model, budget, kind, hits)
+    return hits[0]
+
+
+@pytest.fixture(scope="module")
+def points():
+    return gains(1000)
+
+
+def test_every_checkpoint_measured_is_a_point(points):
+    seen = {(p["model"], p["budget"]) for p in points}
+    assert seen == {(m, b) for m in ("GPT", "BERT", "ELMo", "ULMFiT") for b in ("CPU", "GPU")}
+    tokens = {(p["model"], p["budget"]): p["tokens"] for p in points}
+    assert tokens[("GPT", "GPU")] == results.load("gpu_transfer_gpt")["checkpoint"]["tokens_seen"]
+    assert tokens[("GPT", "CPU")] == results.load("gpt_finetune_short_pretraining")["checkpoint_report"]["tokens_seen"]
+    assert tokens[("ULMFiT", "GPU")] == results.load("gpu_transfer_ulmfit")["checkpoint"]["tokens_seen"]
+    assert tokens[("ELMo", "GPU")] == results.load("gpu_transfer_elmo")["checkpoint"]["tokens_seen"]
+    assert tokens[("ULMFiT", "CPU")] < tokens[("ULMFiT", "GPU")] and tokens[("BERT", "CPU")] < tokens[("BERT", "GPU")]
+
+
+def test_fine_tuned_gains_are_the_files_differences(points):
+    for model, budget, name, condition, match in (
+            ("GPT", "GPU", "gpt_finetune", "gpt", {}), ("GPT", "CPU", "gpt_finetune_short_pretraining", "gpt", {}),
+            ("BERT", "GPU", "bert_finetune", "bert", {"task": "imdb"}),
+            ("BERT", "CPU", "bert_finetune_short_pretraining", "bert", {"task": "imdb"}),
+            ("ULMFiT", "GPU", "gpu_transfer_ulmfit", "ulmfit", {})):
+        a, b = _summary(name, 1000, condition=condition, **match), _summary(name, 1000, condition="scratch", **match)
+        p = _pick(points, model, budget, "fine-tuned")
+        assert p["gain"] == pytest.approx(a["mean"] - b["mean"]) and p["source"] == name
+        assert p["se"] == pytest.approx(math.hypot(a["se"], b["se"]))
+    a = _summary("ulmfit_imdb", 1000, variant="ulmfit", max_len=128)
+    b = _summary("ulmfit_imdb", 1000, variant="scratch", max_len=128)
+    assert _pick(points, "ULMFiT", "CPU", "fine-tuned")["gain"] == pytest.approx(a["mean"] - b["mean"])
+
+
+def test_frozen_gain_is_best_layer_minus_random_best(points):
+    probes = [r for r in results.load("gpu_transfer_elmo")["summary"] if r["n_labels"] == 1000]
+    best = {i: max(r["mean"] for r in probes if r["init"] == i) for i in ("pretrained", "random")}
+    assert _pick(points, "ELMo", "GPU", "frozen")["gain"] == pytest.approx(best["pretrained"] - best["random"])
+    bert_cpu = _pick(points, "BERT", "CPU", "frozen")
+    assert bert_cpu["se"] is None and bert_cpu["seeds"] == 1  # one seed: no error bar
+
+
+def test_bag_of_words_gap_reads_the_same_text(points):
+    gpt = _pick(points, "GPT", "GPU", "fine-tuned")
+    bow = _summary("bow_baseline", 1000, truncation="model_view")
+    assert gpt["bow_gap"] == pytest.approx(bow["mean"] - gpt["baseline"]) and gpt["bow_source"] == "bow_baseline"
+    assert _pick(points, "ULMFiT", "CPU", "fine-tuned")["bow_source"] == "bow_ulmfit_imdb"
+    assert _pick(points, "BERT", "GPU", "fine-tuned")["bow_gap"] is None  # BERT reads other tokens than the GPT's cut
+
+
+def _swap(monkeypatch, name, replace):
+    load = results.load
+
+    def fake(asked):
+        data = copy.deepcopy(load(asked))
+        return replace(data) if asked == name else data
+    monkeypatch.setattr(results, "load", fake)
+
+
+def test_a_file_of_another_model_is_refused(monkeypatch):
+    _swap(monkeypatch, "gpu_transfer_ulmfit", lambda data: results.load("gpu_transfer_elmo"))
+    with pytest.raises(RuntimeError, match="elmo"):
+        gains(1000)
+
+
+def _wrong_gpt(data):
+    data["checkpoint_sha256"] = "0" * 64
+    return data
+
+
+def _wrong_ulmfit(data):
+    data["checkpoint"]["imdb_sha256"] = "0" * 64
+    return data
+
+
+def _wrong_elmo(data):
+    data["checkpoint"]["sha256"]["elmo_imdb.safetensors"] = "0" * 64
+    return data
+
+
+@pytest.mark.parametrize("name, replace", [("gpt_finetune", _wrong_gpt), ("ulmfit_imdb", _wrong_ulmfit),
+                                           ("gpu_transfer_elmo", _wrong_elmo)])
+def test_a_file_of_another_checkpoint_is_refused(monkeypatch, name, replace):
+    _swap(monkeypatch, name, replace)
+    with pytest.raises(RuntimeError, match="another checkpoint"):
+        gains(1000)
+
+
+def test_a_baseline_at_chance_leaves_its_point_out(monkeypatch):
+    def at_chance(data):
+        for r in data["summary"]:
+            if r["condition"] == "scratch" and r["n_labels"] == 1000:
+                r["mean"] = 0.5
+        return data
+    _swap(monkeypatch, "gpu_transfer_ulmfit", at_chance)
+    assert not [p for p in gains(1000) if (p["model"], p["budget"], p["kind"]) == ("ULMFiT", "GPU", "fine-tuned")]
+
+
+def test_figure_has_two_log_panels_error_bars_and_bow_lines(points):
+    fig = gains_figure(points)
+    assert fig.layout.xaxis.type == "log" and fig.layout.xaxis2.type == "log"
+    markers = [t for t in fig.data if t.mode == "lines+markers"]
+    drawn = sorted((t.name, len(t.x)) for t in markers)
+    assert sum(n for _, n in drawn) == len(points)
+    assert all(t.error_y.array is not None for t in markers)
+    dashed = [t for t in fig.data if t.mode == "lines"]
+    assert len(dashed) == sum(p["bow_gap"] is not None for p in points)
+    assert all(t.line.dash == "dash" for t in dashed)
+    with pytest.raises(ValueError):
+        gains_figure([])
+
+
+def test_table_has_a_row_per_point(points):
+    html = gains_table(points).data if hasattr(gains_table(points), "data") else str(gains_table(points))
+    assert html.count("<tr") == len(points) + 1
+    assert transfer_gains.CHANCE < 0.6
