@@ -38,7 +38,7 @@ def pair_batch():
 # --- config and forward -----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("field, value, words", [
-    ("vocab_size", 0, "positive int"),
+    ("vocab_size", 0, "BertConfig.vocab_size"),
     ("num_heads", 5, "not divisible"),
     ("dropout", 1.0, "[0, 1)"),
     ("attention_dropout", -0.1, "[0, 1)"),

@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+from host_reads import no_host_reads
 from torch import nn
 
 from lmlib.models.elmo import (
@@ -16,6 +17,7 @@ from lmlib.models.elmo import (
     CharVocab,
     LSTMStack,
     ScalarMix,
+    check_inputs,
     elmo_representations,
     encode_sentences,
     encode_word_ids,
@@ -403,28 +405,41 @@ def test_config_refuses_bad_fields(field, value, words):
     assert words in str(info.value)
 
 
-def test_bad_batches_are_refused_with_what_to_do():
+def test_bad_batches_are_refused_by_check_inputs_naming_the_value():
     bilm = tiny()
     good = encode_sentences(SENTENCES, MAX_CHARS)
     ids = torch.zeros(good.shape[:2], dtype=torch.long)
+    check_inputs(bilm, good, ids)
     holes = good.clone()
     holes[0, 1] = 0  # a padding word inside a sentence
     cases = [
-        (lambda: bilm(encode_sentences([[], []], MAX_CHARS, boundaries=False)), "at least one word"),
-        (lambda: bilm(torch.zeros(2, 3, MAX_CHARS, dtype=torch.long)), "every sentence in the batch is empty"),
-        (lambda: bilm(encode_sentences(SENTENCES, 12)), "max_chars=10"),
-        (lambda: bilm(good[0]), "(batch, time, max_chars)"),
-        (lambda: bilm(good.float()), "integer tensor"),
-        (lambda: bilm(good + 300), "ids 0..261"),
-        (lambda: bilm(holes), "pad at the end only"),
-        (lambda: bilm.nll(good, ids[:, :-1]), "like char_ids"),
-        (lambda: bilm.nll(good, ids + 24), "vocab_size=24"),
-        (lambda: bilm.nll(encode_sentences([["a"], []], MAX_CHARS, boundaries=False), ids[:2, :1]), "two words"),
+        ((encode_sentences([[], []], MAX_CHARS, boundaries=False),), "(2, 0, 10)"),
+        ((torch.zeros(2, 3, MAX_CHARS, dtype=torch.long),), "empty"),
+        ((encode_sentences(SENTENCES, 12),), "(3, 7, 12)"),
+        ((good[0],), "(7, 10)"),
+        ((good.float(),), "torch.float32"),
+        ((good + 300,), "422"),
+        ((holes,), "[0]"),
+        ((good, ids[:, :-1]), "(3, 6)"),
+        ((good, ids + 24), "24"),
+        ((encode_sentences([["a"], []], MAX_CHARS, boundaries=False), ids[:2, :1]), "two words"),
     ]
-    for call, words in cases:
+    for args, named in cases:
         with pytest.raises(ValueError) as info:
-            call()
-        assert words in str(info.value), str(info.value)
+            check_inputs(bilm, *args)
+        assert named in str(info.value), (named, str(info.value))
+    with pytest.raises(ValueError) as info:
+        elmo_representations(bilm, holes)  # the boundary a notebook calls checks too
+    assert "[0]" in str(info.value)
+
+
+def test_forward_and_loss_read_nothing_back_from_the_device():
+    bilm = tiny()
+    chars = encode_sentences(SENTENCES, MAX_CHARS)
+    ids = torch.zeros(chars.shape[:2], dtype=torch.long)
+    with no_host_reads():
+        loss = bilm.loss(chars, ids)
+    assert torch.isfinite(loss)
 
 
 def test_a_state_dict_from_another_config_is_refused_and_the_same_config_loads():

@@ -35,7 +35,7 @@ def tiny(**overrides) -> GPT:
 # --- config and forward -----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("field, value, words", [
-    ("vocab_size", 0, "positive int"),
+    ("vocab_size", 0, "GPTConfig.vocab_size"),
     ("num_heads", 3, "not divisible"),
     ("dropout", 1.0, "[0, 1)"),
     ("norm", "middle", "'pre' (GPT-2) or 'post' (GPT-1)"),

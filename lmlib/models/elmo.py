@@ -19,7 +19,8 @@ including words never seen in training. Only the softmax has a word vocabulary.
 The file holds, in reading order: the character table (:class:`CharVocab`, :func:`encode_words`,
 :func:`encode_sentences`, :func:`encode_word_ids`), the configs, the token encoder (:class:`Highway`,
 :class:`CharCNNEncoder`), one direction's LSTM stack (:class:`LSTMStack`), the :class:`BiLM` with its joint
-loss, :class:`ScalarMix` and :func:`elmo_representations`.
+loss and :func:`check_inputs`, :class:`ScalarMix` and :func:`elmo_representations`, and the task models that read
+ELMo features (:class:`FeatureProbe`, :class:`BagOfEmbeddings`, :class:`BagWithELMo`).
 
 Left out of the paper's model, to stay small: the sampled softmax over a 793k-word vocabulary (the softmax here
 is full), and the clipping of LSTM cell and projection values.
@@ -38,6 +39,7 @@ from torch import nn
 
 from ..runtime import eval_mode
 from ..text.vocab import BOS, EOS, PAD, UNK, Vocab
+from .config_checks import check_positive_ints
 from .state_dicts import check_state_dict
 
 # --- characters -------------------------------------------------------------------------------------------
@@ -176,13 +178,6 @@ def reverse_padded(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
 ELMO_FILTERS = ((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024))
 
 
-def _check_positive_ints(obj, names: Sequence[str], minimum: int = 1) -> None:
-    for name in names:
-        value = getattr(obj, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise ValueError(f"{type(obj).__name__}.{name} must be an int of at least {minimum}, got {value!r}")
-
-
 @dataclass
 class CharCNNConfig:
     """The token encoder's sizes (defaults: Peters et al.'s, output ``embed_size`` 512).
@@ -198,9 +193,9 @@ class CharCNNConfig:
     max_chars: int = 50
 
     def __post_init__(self):
-        _check_positive_ints(self, ("embed_size", "char_embed_size"))
-        _check_positive_ints(self, ("num_highway",), minimum=0)
-        _check_positive_ints(self, ("max_chars",), minimum=3)
+        check_positive_ints(self, ("embed_size", "char_embed_size"))
+        check_positive_ints(self, ("num_highway",), minimum=0)
+        check_positive_ints(self, ("max_chars",), minimum=3)
         try:
             self.filters = tuple((int(w), int(n)) for w, n in self.filters)
         except (TypeError, ValueError):
@@ -239,7 +234,7 @@ class BiLMConfig:
     max_chars: int = 50
 
     def __post_init__(self):
-        _check_positive_ints(self, ("vocab_size", "embed_size", "hidden_size", "num_layers"))
+        check_positive_ints(self, ("vocab_size", "embed_size", "hidden_size", "num_layers"))
         if self.hidden_size < self.embed_size:
             raise ValueError(f"hidden_size={self.hidden_size} is below embed_size={self.embed_size}: each LSTM's "
                              f"cells are projected down to embed_size, so use hidden_size >= embed_size")
@@ -295,31 +290,13 @@ class CharCNNEncoder(nn.Module):
         self.highway = Highway(c.num_filters, c.num_highway)
         self.projection = nn.Linear(c.num_filters, c.embed_size)
 
-    def _check_inputs(self, char_ids: torch.Tensor) -> None:
-        _check_char_ids(char_ids, self.config.max_chars, min_dim=1)
-
     def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
-        self._check_inputs(char_ids)
         lead = char_ids.shape[:-1]
         e = self.char_embedding(char_ids.reshape(-1, self.config.max_chars))  # (N, C, char_embed)
         e = e.transpose(1, 2)  # (N, char_embed, C): Conv1d slides over the last axis
         z = torch.cat([conv(e).max(dim=-1).values for conv in self.convs], dim=-1)  # (N, filters): max_i (W_f * e)[i] + b_f
         y = self.highway(F.relu(z))  # (N, filters)
         return self.projection(y).view(*lead, self.config.embed_size)  # (..., embed_size)
-
-
-def _check_char_ids(char_ids, max_chars: int, min_dim: int) -> None:
-    if not isinstance(char_ids, torch.Tensor) or char_ids.dtype not in (torch.long, torch.int):
-        got = f"a {char_ids.dtype} tensor" if isinstance(char_ids, torch.Tensor) else type(char_ids).__name__
-        raise ValueError(f"char_ids must be an integer tensor of character ids, got {got}; build it with "
-                         f"encode_words(...) or encode_sentences(...)")
-    if char_ids.dim() < min_dim or char_ids.size(-1) != max_chars:
-        raise ValueError(f"char_ids must end in a window of max_chars={max_chars} characters"
-                         f"{' and be (batch, time, max_chars)' if min_dim == 3 else ''}, got shape "
-                         f"{tuple(char_ids.shape)}; encode with max_chars={max_chars} (the model's config)")
-    if char_ids.numel() and (int(char_ids.min()) < 0 or int(char_ids.max()) >= CharVocab.size):
-        raise ValueError(f"char_ids holds ids from {int(char_ids.min())} to {int(char_ids.max())}; the character "
-                         f"table has ids 0..{CharVocab.size - 1}; encode with encode_words/encode_sentences")
 
 
 # --- the biLM ---------------------------------------------------------------------------------------------
@@ -392,21 +369,8 @@ class BiLM(nn.Module):
         self.drop = nn.Dropout(c.dropout)
         self.softmax = nn.Linear(c.embed_size, c.vocab_size)  # Θ_s: logits of p(t | h)
 
-    def _check_inputs(self, char_ids: torch.Tensor) -> None:
-        _check_char_ids(char_ids, self.config.max_chars, min_dim=3)
-        if char_ids.dim() != 3 or 0 in char_ids.shape[:2]:
-            raise ValueError(f"char_ids must be (batch, time, max_chars) with at least one word, got shape "
-                             f"{tuple(char_ids.shape)}; for one sentence add the batch dimension: char_ids[None]")
-        mask = word_mask(char_ids)
-        if not mask.any():
-            raise ValueError("every sentence in the batch is empty (all padding words): give at least one word")
-        holes = (mask[:, 1:] & ~mask[:, :-1]).any(dim=1)
-        if holes.any():
-            raise ValueError(f"sentences {holes.nonzero().flatten().tolist()[:5]} have a padding word before a real "
-                             f"one; pad at the end only (encode_sentences does)")
-
     def forward(self, char_ids: torch.Tensor) -> BiLMOutput:
-        self._check_inputs(char_ids)
+        """x_k from the characters; →h_{k,j} over t_1..t_k and ←h_{k,j} over t_N..t_k for every layer j."""
         mask = word_mask(char_ids)  # (B, T)
         lengths, m = mask.sum(dim=1), mask.unsqueeze(-1)
         x = self.token_encoder(char_ids) * m  # x_k: (B, T, d)
@@ -426,7 +390,6 @@ class BiLM(nn.Module):
         this model's output for ``char_ids`` when the caller has computed it (a training loss under DDP must make
         the call ``model(char_ids)`` itself, so that the gradients are averaged over the ranks).
         """
-        self._check_targets(char_ids, word_ids)
         out = self(char_ids) if out is None else out
         lengths = out.mask.sum(dim=1)
         forward = self._next_word_nll(out.forward[-1], word_ids, out.mask)
@@ -445,26 +408,50 @@ class BiLM(nn.Module):
         targets = word_ids[:, 1:].masked_fill(~mask[:, 1:], -100)  # (B, T−1); -100: no word to predict
         return F.cross_entropy(logits.reshape(-1, self.config.vocab_size), targets.reshape(-1), ignore_index=-100)
 
-    def _check_targets(self, char_ids: torch.Tensor, word_ids: torch.Tensor) -> None:
-        self._check_inputs(char_ids)
-        if not isinstance(word_ids, torch.Tensor) or word_ids.shape != char_ids.shape[:2]:
-            got = tuple(word_ids.shape) if isinstance(word_ids, torch.Tensor) else type(word_ids).__name__
-            raise ValueError(f"word_ids must be (batch, time) = {tuple(char_ids.shape[:2])} like char_ids, got {got}; "
-                             f"build both from the same sentences (encode_sentences, encode_word_ids)")
-        mask = word_mask(char_ids)
-        if mask.sum(dim=1).max() < 2:
-            raise ValueError("no sentence in the batch has two words, so neither direction has a word to predict; "
-                             "encode with boundaries=True (adds <bos> and <eos>) or give longer sentences")
-        real = word_ids[mask]
-        if int(real.min()) < 0 or int(real.max()) >= self.config.vocab_size:
-            raise ValueError(f"word_ids holds ids from {int(real.min())} to {int(real.max())}, but the softmax has "
-                             f"vocab_size={self.config.vocab_size}; encode with the Vocab the model was built for")
-
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
         """``nn.Module.load_state_dict``, but a checkpoint of another config says which setting differs."""
         check_state_dict(self, state_dict, strict=strict, config_name="BiLMConfig", shape_hint=_config_hint,
                          structure_fields="num_layers, num_highway, filters or the projection")
         return super().load_state_dict(state_dict, strict=strict, assign=assign)
+
+
+def check_inputs(bilm: BiLM, char_ids: torch.Tensor, word_ids: torch.Tensor | None = None) -> None:
+    """Refuse a batch that :meth:`BiLM.forward` (and, with ``word_ids``, :meth:`BiLM.nll`) would misread, saying what
+    to do. Call it where input enters (:func:`elmo_representations` does); the model checks nothing, so a training
+    step never reads a value back from the device."""
+    max_chars = bilm.config.max_chars
+    if not isinstance(char_ids, torch.Tensor) or char_ids.dtype not in (torch.long, torch.int):
+        got = f"a {char_ids.dtype} tensor" if isinstance(char_ids, torch.Tensor) else type(char_ids).__name__
+        raise ValueError(f"char_ids must be an integer tensor of character ids, got {got}; build it with "
+                         f"encode_sentences(...)")
+    if char_ids.dim() != 3 or char_ids.size(-1) != max_chars or 0 in char_ids.shape[:2]:
+        raise ValueError(f"char_ids must be (batch, time, max_chars={max_chars}) with at least one word, got shape "
+                         f"{tuple(char_ids.shape)}; encode with max_chars={max_chars} (the model's config), and for "
+                         f"one sentence add the batch dimension: char_ids[None]")
+    low, high = int(char_ids.min()), int(char_ids.max())
+    if low < 0 or high >= CharVocab.size:
+        raise ValueError(f"char_ids holds ids from {low} to {high}; the character table has ids "
+                         f"0..{CharVocab.size - 1}; encode with encode_words/encode_sentences")
+    mask = word_mask(char_ids)
+    if not mask.any():
+        raise ValueError("every sentence in the batch is empty (all padding words): give at least one word")
+    holes = (mask[:, 1:] & ~mask[:, :-1]).any(dim=1)
+    if holes.any():
+        raise ValueError(f"sentences {holes.nonzero().flatten().tolist()[:5]} have a padding word before a real "
+                         f"one; pad at the end only (encode_sentences does)")
+    if word_ids is None:
+        return
+    if not isinstance(word_ids, torch.Tensor) or word_ids.shape != char_ids.shape[:2]:
+        got = tuple(word_ids.shape) if isinstance(word_ids, torch.Tensor) else type(word_ids).__name__
+        raise ValueError(f"word_ids must be (batch, time) = {tuple(char_ids.shape[:2])} like char_ids, got {got}; "
+                         f"build both from the same sentences (encode_sentences, encode_word_ids)")
+    if mask.sum(dim=1).max() < 2:
+        raise ValueError("no sentence in the batch has two words, so neither direction has a word to predict; "
+                         "encode with boundaries=True (adds <bos> and <eos>) or give longer sentences")
+    real = word_ids[mask]
+    if int(real.min()) < 0 or int(real.max()) >= bilm.config.vocab_size:
+        raise ValueError(f"word_ids holds ids from {int(real.min())} to {int(real.max())}, but the softmax has "
+                         f"vocab_size={bilm.config.vocab_size}; encode with the Vocab the model was built for")
 
 
 def _config_hint(key: str) -> str:
@@ -563,6 +550,7 @@ def elmo_representations(bilm: BiLM, words_or_char_ids, mode: str = "all",
     from_words = not isinstance(words_or_char_ids, torch.Tensor)
     char_ids = encode_sentences(words_or_char_ids, bilm.config.max_chars) if from_words else words_or_char_ids
     device = next(bilm.parameters()).device
+    check_inputs(bilm, char_ids)
     with torch.no_grad(), eval_mode(bilm):
         out = bilm(char_ids.to(device))
     layers, mask = out.layers(), out.mask
@@ -576,3 +564,68 @@ def elmo_representations(bilm: BiLM, words_or_char_ids, mode: str = "all",
         return layers[-1], mask
     mix = ScalarMix(len(layers)).to(device) if mix is None else mix
     return mix(layers, mask), mask
+
+
+# --- task models on ELMo features ---------------------------------------------------------------------------
+
+
+class FeatureProbe(nn.Module):
+    """``(n, L + 1, D) -> (n, classes)`` logits from one layer (``layer`` j) or from ``ScalarMix`` of all layers
+    (``layer=None``: s = softmax(w) and γ learned with the classifier), then a linear layer, or with ``hidden``
+    units a one-hidden-layer MLP with dropout."""
+
+    def __init__(self, num_layers: int, dim: int, num_classes: int, layer: int | None, hidden: int = 0,
+                 dropout: float = 0.0):
+        super().__init__()
+        if layer is not None and not 0 <= layer < num_layers:
+            raise ValueError(f"layer must be in 0..{num_layers - 1} or None for the scalar mix, got {layer}")
+        self.layer = layer
+        self.mix = ScalarMix(num_layers) if layer is None else None
+        head = [nn.Linear(dim, num_classes)] if not hidden else [
+            nn.Dropout(dropout), nn.Linear(dim, hidden), nn.ReLU(), nn.Dropout(dropout), nn.Linear(hidden, num_classes)]
+        self.head = nn.Sequential(*head)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.mix is None:
+            return self.head(x[:, self.layer])
+        layers = [h.unsqueeze(1) for h in x.unbind(1)]  # L + 1 of (n, 1, D): ScalarMix reads (batch, time, dim)
+        return self.head(self.mix(layers).squeeze(1))
+
+
+class BagOfEmbeddings(nn.Module):
+    """The from-scratch baseline of the transfer experiment: ``ids (n, T) -> (n, classes)``, the mean of learned
+    word vectors over a text's non-padding ids (``pad_id``), then the head of :class:`FeatureProbe`."""
+
+    def __init__(self, vocab_size: int, embed_size: int, num_classes: int, hidden: int = 0, dropout: float = 0.0,
+                 pad_id: int = 0):
+        super().__init__()
+        self.pad_id = pad_id
+        self.embedding = nn.Embedding(vocab_size, embed_size, padding_idx=pad_id)
+        self.head = FeatureProbe(1, embed_size, num_classes, 0, hidden, dropout).head
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        real = ids.ne(self.pad_id).unsqueeze(-1).float()  # (n, T, 1)
+        mean = (self.embedding(ids) * real).sum(1) / real.sum(1).clamp(min=1)  # (n, embed_size)
+        return self.head(mean)
+
+
+class BagWithELMo(nn.Module):
+    """The way the paper uses ELMo (sec. 3.3): keep the task model and its own word vectors x_k, and "concatenate the
+    ELMo vector ELMo_k with x_k" at its input, the biLM frozen. Here the task model is :class:`BagOfEmbeddings`:
+    ``(ids (n, T), features (n, L + 1, D)) -> (n, classes)`` from [mean_k x_k ; mean_k ELMo_k]. Mean pooling is
+    linear, so this equals pooling the concatenated [x_k; ELMo_k] of every token; ``features`` are the biLM layers
+    already mean-pooled over the same tokens (:func:`pooled_features`), mixed here by a learned :class:`ScalarMix`."""
+
+    def __init__(self, vocab_size: int, embed_size: int, num_layers: int, dim: int, num_classes: int,
+                 hidden: int = 0, dropout: float = 0.0, pad_id: int = 0):
+        super().__init__()
+        self.pad_id = pad_id
+        self.embedding = nn.Embedding(vocab_size, embed_size, padding_idx=pad_id)
+        self.mix = ScalarMix(num_layers)
+        self.head = FeatureProbe(1, embed_size + dim, num_classes, 0, hidden, dropout).head
+
+    def forward(self, ids: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
+        real = ids.ne(self.pad_id).unsqueeze(-1).float()  # (n, T, 1)
+        mean = (self.embedding(ids) * real).sum(1) / real.sum(1).clamp(min=1)  # (n, embed_size)
+        elmo = self.mix([h.unsqueeze(1) for h in features.unbind(1)]).squeeze(1)  # eq. 2: (n, D)
+        return self.head(torch.cat([mean, elmo], dim=-1))
