@@ -1,0 +1,182 @@
+"""ULMFiT's stage (c) settings chosen on a dev split of IMDb *training* reviews, never the test set.
+
+Howard & Ruder (2018, sec. 3.3) fine-tune the classifier with gradual unfreezing (one more layer group per epoch),
+discriminative rates (η^{l-1} = η^l / factor, factor 2.6) and STLR. How long each unfreezing stage lasts, how many
+epochs there are and the peak rate η were set for their GPU runs on the full data; here they are chosen for the
+staged GPU stage (b) LM (``gpu_pretraining/ulmfit_imdb``) at 100 and 1,000 labels. Conditions:
+
+* ``ulmfit``: the paper's schedule (gradual unfreezing, rates divided by ``factor`` per group), the headline;
+* ``ulmfit_flat``: its ablation, every group trained from the first step at one rate (factor 1).
+
+Each setting is trained on the balanced sample of ``sample_balanced(train, n, seed)`` (the samples of every
+transfer benchmark) and scored on ``dev_rates.dev_split``: 1,000 training reviews that none of the 1,000-label
+samples of seeds 0-2 contains (the split of gpu_transfer.py's rate sweep). Reviews are cut to 128 head+tail tokens.
+A setting is (η, epochs, stage multiplier m): each epoch, i.e. each unfreezing stage, lasts m times today's
+length (``min_steps_per_epoch = m * max(10, batches in one pass)``, capped at ``m * 160`` steps).
+Today's setting (gpu_transfer.py) is 5 epochs, m = 1, factor 2.6, η chosen on the same dev split.
+
+Rows are written as they come (through result_file.write_result), and a rerun with the same settings and
+checkpoint keeps them, so the run can stop and go on. Then, per condition and label count, the setting with the
+best mean dev accuracy over the seeds it ran with is ``chosen`` (ties to fewer steps, then the smaller η).
+
+    LMLIB_DATA_DIR=... nice -n 5 env OMP_NUM_THREADS=1 .venv/bin/python tests/benchmarks/bench_ulmfit_stage_c_dev.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from dev_rates import dev_split  # noqa: E402
+from machine import load, machine  # noqa: E402
+from result_file import kept_rows, write_result  # noqa: E402
+
+from lmlib.data import load_imdb  # noqa: E402
+from lmlib.models.awd_lstm import AWDLSTMLanguageModel  # noqa: E402
+from lmlib.models.ulmfit import ULMFiTClassifier  # noqa: E402
+from lmlib.recipes import ulmfit as U  # noqa: E402
+from lmlib.runtime import seed_everything  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+NAME = "ulmfit_stage_c_dev.json"
+# (condition, n_labels, seed) blocks in the order they run: the headline at 1,000 labels first
+BLOCKS = [("ulmfit", 1000, 0), ("ulmfit", 100, 0), ("ulmfit_flat", 1000, 0), ("ulmfit_flat", 100, 0),
+          ("ulmfit", 100, 1), ("ulmfit_flat", 100, 1)]
+SETTINGS = dict(
+    max_len=128, batch_size=32, base_min_steps=10, base_max_steps=160, head=dict(p1=0.25, p2=0.1),
+    conditions={"ulmfit": dict(gradual=True, factor=2.6, etas=[0.01, 0.03], epochs_m=[[5, 1], [5, 2], [10, 1]]),
+                "ulmfit_flat": dict(gradual=False, factor=1.0, etas=[0.003, 0.01], epochs_m=[[5, 1], [10, 1]])},
+    blocks=BLOCKS, dev="dev_rates.dev_split: 1,000 balanced training reviews outside the 1,000-label samples of seeds 0-2",
+    today=dict(epochs=5, m=1, factor=2.6, source="gpu_transfer.py's ulmfit settings; its η was chosen on the same dev "
+               "split (gpu_transfer_ulmfit.json dev_rows)"),
+)
+
+
+def results_dir() -> Path:
+    """Where the committed results live: lmlib/results/ once they have moved there, else tests/benchmarks/results/."""
+    moved = ROOT / "lmlib" / "results"
+    return moved if moved.is_dir() else ROOT / "tests" / "benchmarks" / "results"
+
+
+def staged_checkpoint() -> Path:
+    """The staged GPU stage (b) LM, wherever the results folder is now."""
+    for base in (ROOT / "lmlib" / "results", ROOT / "tests" / "benchmarks" / "results"):
+        if (base / "gpu_pretraining" / "ulmfit_imdb" / "pretrain.json").is_file():
+            return base / "gpu_pretraining" / "ulmfit_imdb"
+    raise FileNotFoundError("no gpu_pretraining/ulmfit_imdb/pretrain.json under lmlib/results or tests/benchmarks/results")
+
+
+def stage_steps(n_labels: int, m: int, settings: dict = SETTINGS) -> tuple[int, int]:
+    """``(min_steps_per_epoch, max_steps_per_epoch)`` for an unfreezing stage m times as long as today's."""
+    passes = math.ceil(n_labels / settings["batch_size"])
+    return m * max(settings["base_min_steps"], passes), m * settings["base_max_steps"]
+
+
+def choose(rows: list[dict]) -> list[dict]:
+    """Per condition and label count, the setting with the best mean dev accuracy over its seeds; ties go to fewer
+    steps, then to the smaller η. Also today's setting's mean where it ran (η the best of today's schedule)."""
+    out = []
+    for condition, n in sorted({(r["condition"], r["n_labels"]) for r in rows}):
+        groups: dict[tuple, list[dict]] = {}
+        for r in rows:
+            if (r["condition"], r["n_labels"]) == (condition, n):
+                groups.setdefault((r["eta"], r["epochs"], r["m"]), []).append(r)
+        scored = [{"eta": eta, "epochs": epochs, "m": m, "seeds": sorted(r["seed"] for r in rs),
+                   "dev_accuracy": sum(r["dev_accuracy"] for r in rs) / len(rs), "steps": rs[0]["steps"]}
+                  for (eta, epochs, m), rs in groups.items()]
+        # only settings run with every seed this block ran are compared
+        full = max(len(s["seeds"]) for s in scored)
+        scored = [s for s in scored if len(s["seeds"]) == full]
+        best = min(scored, key=lambda s: (-s["dev_accuracy"], s["steps"], s["eta"]))
+        today = [s for s in scored if (s["epochs"], s["m"]) == (SETTINGS["today"]["epochs"], SETTINGS["today"]["m"])]
+        out.append({"condition": condition, "n_labels": n, "chosen": best,
+                    "today_schedule_best": max(today, key=lambda s: s["dev_accuracy"]) if today else None,
+                    "settings_compared": len(scored)})
+    return out
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--checkpoint", type=Path, default=None, help="stage (b) LM folder (default: the staged GPU one)")
+    parser.add_argument("--out", type=Path, default=None, help=f"result file (default: the results folder's {NAME})")
+    parser.add_argument("--deadline", type=float, default=None, help="start nothing new after this many seconds")
+    parser.add_argument("--smoke", action="store_true", help="a trial: 16 labels, 32 dev reviews, one short setting")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    checkpoint = args.checkpoint or staged_checkpoint()
+    report = json.loads((checkpoint / "pretrain.json").read_text())
+    sha = report["sha256"]["ulmfit_imdb.safetensors"]
+    lm, vocab = U.load_pretrained(checkpoint, **U.IMDB_RECIPE["dropouts"])  # checks every file's sha256
+    settings = json.loads(json.dumps(SETTINGS))
+    if args.smoke:
+        settings.update(blocks=[["ulmfit", 16, 0]], conditions={"ulmfit": dict(
+            gradual=True, factor=2.6, etas=[0.01], epochs_m=[[1, 1]])}, base_min_steps=1, base_max_steps=2)
+    out = args.out or (results_dir() / NAME)
+    rows = kept_rows(out, settings, sha)
+    train = load_imdb("train")
+    dev_texts, dev_labels = dev_split(list(train.texts), list(train.labels))
+    if args.smoke:
+        dev_texts, dev_labels = dev_texts[:32], dev_labels[:32]
+
+    def encode(texts):
+        return [U.head_and_tail(ids, settings["max_len"]) for ids in
+                U.encode_texts(vocab, [U.review_tokens(t) for t in texts])]
+
+    dev_ids = encode(dev_texts)
+    head = {"what": __doc__.split("\n\n")[0], "command": "nice -n 5 env OMP_NUM_THREADS=1 .venv/bin/python "
+            "tests/benchmarks/bench_ulmfit_stage_c_dev.py", "settings": settings, "checkpoint_sha256": sha,
+            "checkpoint": {"folder": str(checkpoint.relative_to(ROOT)) if checkpoint.is_relative_to(ROOT) else str(checkpoint),
+                           "sha256": report["sha256"], "tokens_seen": report.get("tokens_seen"),
+                           "rebuild": report.get("rebuild")},
+            "dev_reviews": len(dev_ids), "machine": machine(), "load_before": load()}
+
+    def save() -> None:
+        write_result(out, {**head, "rows": rows, "choice": choose(rows) if rows else [], "load_after": load()})
+
+    start = time.perf_counter()
+    done = {(r["condition"], r["n_labels"], r["seed"], r["eta"], r["epochs"], r["m"]) for r in rows}
+    for condition, n, seed in settings["blocks"]:
+        spec = settings["conditions"][condition]
+        texts, labels = U.sample_balanced(train.texts, train.labels, n, seed=seed)
+        ids = encode(texts)
+        for eta in spec["etas"]:
+            for epochs, m in spec["epochs_m"]:
+                if (condition, n, seed, eta, epochs, m) in done:
+                    continue
+                if args.deadline is not None and time.perf_counter() - start > args.deadline:
+                    save()
+                    print("deadline reached", flush=True)
+                    return 0
+                seed_everything(seed)
+                fresh = AWDLSTMLanguageModel(lm.config)
+                fresh.encoder.load_state_dict(lm.encoder.state_dict())
+                model = ULMFiTClassifier(fresh.encoder, 2, **settings["head"])
+                low, high = stage_steps(n, m, settings)
+                t = time.perf_counter()
+                trainer = U.train_classifier(model, ids, labels, epochs, eta, gradual=spec["gradual"],
+                                             factor=spec["factor"], batch_size=settings["batch_size"],
+                                             max_len=settings["max_len"], min_steps_per_epoch=low,
+                                             max_steps_per_epoch=high, seed=seed)
+                seconds = time.perf_counter() - t
+                acc = U.accuracy(model, dev_ids, dev_labels, max_len=settings["max_len"])
+                row = {"condition": condition, "n_labels": n, "seed": seed, "eta": eta, "factor": spec["factor"],
+                       "epochs": epochs, "m": m, "steps_per_stage": trainer.step // epochs, "steps": trainer.step,
+                       "dev_accuracy": acc, "train_seconds": round(seconds, 1)}
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+                save()
+    save()
+    for c in choose(rows):
+        print(json.dumps(c), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
