@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from host_reads import no_host_reads
 from torch import nn
 
 from lmlib.models import gpt as gpt_module
@@ -16,6 +17,7 @@ from lmlib.models.gpt import (
     HF_GPT2_TRANSPOSED,
     GPTConfig,
     apply_temperature,
+    check_inputs,
     generate,
     top_k_filter,
     top_p_filter,
@@ -68,7 +70,6 @@ def test_shapes_tied_head_and_attention_maps(norm):
 def test_untied_head_and_residual_init():
     model = tiny(tie_embeddings=False, num_layers=8)
     assert model.lm_head.weight is not model.tok_emb.weight
-    assert model.num_parameters() == sum(p.numel() for p in model.parameters())
     std = model.blocks[0].mlp.proj.weight.std().item()
     assert abs(std - 0.02 / math.sqrt(16)) < 0.002  # 1/√N with N = 2·num_layers
 
@@ -191,7 +192,7 @@ class FixedLogits(nn.Module):
 
     def __init__(self, logits):
         super().__init__()
-        self.logits, self.config = torch.tensor(logits), SimpleNamespace(block_size=8)
+        self.logits, self.config = torch.tensor(logits), SimpleNamespace(block_size=8, vocab_size=len(logits))
 
     def forward(self, idx, cache=None):
         return self.logits.expand(idx.size(0), idx.size(1), -1)  # (B, T, V)
@@ -241,18 +242,37 @@ def test_top_p_keeps_or_drops_ties_together():
 
 # --- bad input ------------------------------------------------------------------------------------------------
 
-def test_bad_inputs_say_what_to_do():
+def test_bad_inputs_are_refused_by_check_inputs_naming_the_value():
     model = tiny()
-    with pytest.raises(ValueError, match=r"block_size=16.*crop the input"):
-        model(torch.zeros(1, 17, dtype=torch.long))
-    with pytest.raises(ValueError, match=r"ids from 0 to 23.*encode it with the Vocab"):
-        model(torch.tensor([[0, 23]]))
-    with pytest.raises(ValueError, match=r"add the batch dimension"):
-        model(torch.tensor([1, 2]))
+    check_inputs(model, torch.zeros(1, 16, dtype=torch.long))
+    for idx, named in [(torch.zeros(1, 17, dtype=torch.long), "17"), (torch.tensor([[0, 23]]), "23"),
+                       (torch.tensor([1, 2]), "(2,)")]:
+        with pytest.raises(ValueError) as err:
+            check_inputs(model, idx)
+        assert named in str(err.value), str(err.value)
     cache = model.new_cache()
     model(torch.zeros(1, 15, dtype=torch.long), cache=cache)
-    with pytest.raises(ValueError, match=r"15 cached \+ 2 new"):
-        model(torch.zeros(1, 2, dtype=torch.long), cache=cache)
+    with pytest.raises(ValueError) as err:
+        check_inputs(model, torch.zeros(1, 2, dtype=torch.long), cache)
+    assert "17" in str(err.value)
+    with pytest.raises(ValueError) as err:
+        generate(model, torch.tensor([[0, 23]]), 1)  # generate is a boundary: it checks the prompt
+    assert "23" in str(err.value)
+
+
+def test_forward_reads_nothing_back_from_the_device():
+    model = tiny()
+    idx = torch.randint(0, 23, (2, 6))
+    with no_host_reads():
+        logits = model(idx)
+        cache = model.new_cache()
+        model(idx[:, :4], cache=cache)
+        model(idx[:, 4:], cache=cache, return_attentions=True)
+    assert logits.shape == (2, 6, 23)
+
+
+def test_sampling_arguments_are_refused_before_any_work():
+    model = tiny()
     prompt = torch.zeros(1, 1, dtype=torch.long)
     for kwargs, words in [(dict(top_p=0.0), "top_p must be in \\(0, 1\\]"), (dict(top_p=1.5), "top_p must be"),
                           (dict(top_k=0), "top_k must be an int >= 1"), (dict(temperature=0), "greedy=True"),

@@ -7,20 +7,22 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from host_reads import no_host_reads
 
 from lmlib.models.gpt import GPT, GPTConfig
 from lmlib.models.gpt_finetune import (
     FinetuneTokens,
     GPTClassifier,
+    check_inputs,
     classification_input,
     entailment_input,
     finetune_batches,
-    head_and_tail,
     make_batch,
     multiple_choice_inputs,
     similarity_inputs,
 )
 from lmlib.text.tokenizers import ByteLevelBPE
+from lmlib.text.truncation import head_and_tail
 from lmlib.training.objectives import gpt_finetune_loss, text_lm_targets
 from lmlib.training.schedules import warmup_cosine
 
@@ -171,10 +173,17 @@ def test_tokens_come_from_a_tokenizer_that_reserved_them():
     assert FinetuneTokens.from_tokenizer(reserved) == FinetuneTokens(start=1, delim=2, extract=3, pad=0)
 
 
-def test_extract_positions_are_checked():
+def test_extract_positions_are_checked_and_forward_reads_nothing_back():
     model = tiny_classifier()
-    with pytest.raises(ValueError, match="make_batch"):
-        model(torch.tensor([[1, 5, 3]]), torch.tensor([3]))
+    ids = torch.tensor([[1, 5, 3]])
+    check_inputs(model, ids, torch.tensor([2]))
+    with pytest.raises(ValueError) as err:
+        check_inputs(model, ids, torch.tensor([3]))
+    assert "3" in str(err.value).split("got")[1]
+    with no_host_reads():
+        for pooling in ("extract", "mean"):
+            model.pooling = pooling
+            model(torch.cat([ids, ids]), torch.tensor([2, 1]), pairs=True)
 
 
 def test_warmup_cosine_follows_its_formula():

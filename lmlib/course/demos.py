@@ -121,9 +121,11 @@ def gpt_attention_view(sentence: str = "The film was long, but the ending made i
     """Notebook 09's bertviz head view of the shipped IMDb GPT's attention on ``sentence`` (drawn offline)."""
     from lmlib.course.attention_views import head_view
     from lmlib.course.type_your_own import shipped
+    from lmlib.models.gpt import check_inputs
 
     gpt, bpe = (model, tokenizer) if model is not None else shipped("gpt")
     ids = torch.tensor([bpe.encode(sentence)])
+    check_inputs(gpt, ids)
     _, maps = gpt(ids, return_attentions=True)
     return head_view(maps, [bpe.piece(i) for i in ids[0].tolist()])
 

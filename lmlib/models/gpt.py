@@ -268,20 +268,6 @@ class GPT(nn.Module):
         """Parameters counted once (the tied output layer is the token embedding)."""
         return sum(p.numel() for p in self.parameters())
 
-    def _check_inputs(self, idx: torch.Tensor, cache: KVCache | None) -> None:
-        if not isinstance(idx, torch.Tensor) or idx.ndim != 2 or idx.dtype not in (torch.long, torch.int):
-            got = f"{idx.dtype} tensor of shape {tuple(idx.shape)}" if isinstance(idx, torch.Tensor) else type(idx)
-            raise ValueError(f"idx must be a (batch, seq) tensor of integer token ids, got {got}; "
-                             f"for a single sequence add the batch dimension: idx[None]")
-        if idx.size(0) == 0 or idx.size(1) == 0:
-            raise ValueError(f"idx is empty (shape {tuple(idx.shape)}): give at least one token")
-        past = 0 if cache is None else len(cache)
-        if past + idx.size(1) > self.config.block_size:
-            raise ValueError(f"{past} cached + {idx.size(1)} new = {past + idx.size(1)} positions, but the model "
-                             f"has block_size={self.config.block_size} position embeddings; crop the input to its "
-                             f"last {self.config.block_size} tokens (idx[:, -block_size:]), as generate() does")
-        check_ids_in_range(idx, self.config.vocab_size, "idx", "this GPT's vocabulary (vocab_size)")
-
     def forward(self, idx: torch.Tensor, cache: KVCache | None = None, return_attentions: bool = False):
         h, attentions = self.hidden_states(idx, cache, return_attentions)  # (B, T, C)
         logits = self.lm_head(h)  # (B, T, V): h_n W_eᵀ, before the softmax
@@ -290,7 +276,6 @@ class GPT(nn.Module):
     def hidden_states(self, idx: torch.Tensor, cache: KVCache | None = None, return_attentions: bool = False):
         """``(h_n, attentions)``: the top block's states ``(batch, seq, d_model)`` (after the final LayerNorm of
         GPT-2), the input of the output layer and of a fine-tuning head; attentions as in ``forward`` (or Nones)."""
-        self._check_inputs(idx, cache)
         past = 0 if cache is None else len(cache)
         h = self.pos_emb(self.tok_emb(idx), offset=past)  # (B, T, C): h_0 = U W_e + W_p
         attentions = []
@@ -346,6 +331,24 @@ class GPT(nn.Module):
         ``gpt2-xl``, ``distilgpt2``, or a local directory), through ``transformers`` and :meth:`from_hf`."""
         hf_model = hf_from_pretrained("GPT2LMHeadModel", name, "GPT-2", "build GPT(GPTConfig(...)) and train it", **hf_kwargs)
         return cls.from_hf(hf_model)
+
+
+def check_inputs(model: GPT, idx: torch.Tensor, cache: KVCache | None = None) -> None:
+    """Refuse ids that :meth:`GPT.forward` would misread, saying what to do: ``idx`` a (batch, seq) integer tensor
+    of ids inside the vocabulary, at most ``block_size`` positions with the cached ones. Call it where input enters
+    (:func:`generate` does); the forward checks nothing, so it never reads a value back from the device."""
+    if not isinstance(idx, torch.Tensor) or idx.ndim != 2 or idx.dtype not in (torch.long, torch.int):
+        got = f"{idx.dtype} tensor of shape {tuple(idx.shape)}" if isinstance(idx, torch.Tensor) else type(idx)
+        raise ValueError(f"idx must be a (batch, seq) tensor of integer token ids, got {got}; "
+                         f"for a single sequence add the batch dimension: idx[None]")
+    if idx.size(0) == 0 or idx.size(1) == 0:
+        raise ValueError(f"idx is empty (shape {tuple(idx.shape)}): give at least one token")
+    past, block_size = 0 if cache is None else len(cache), model.config.block_size
+    if past + idx.size(1) > block_size:
+        raise ValueError(f"{past} cached + {idx.size(1)} new = {past + idx.size(1)} positions, but the model "
+                         f"has block_size={block_size} position embeddings; crop the input to its "
+                         f"last {block_size} tokens (idx[:, -block_size:]), as generate() does")
+    check_ids_in_range(idx, model.config.vocab_size, "idx", "this GPT's vocabulary (vocab_size)")
 
 
 def _hf_name(key: str) -> str:
@@ -486,6 +489,7 @@ def generate(model: GPT, idx: torch.Tensor, max_new_tokens: int, temperature: fl
             top_k_filter(torch.zeros(1), top_k)
         if top_p is not None:
             top_p_filter(torch.zeros(1), top_p)
+    check_inputs(model, idx[:, -model.config.block_size:])
     if seed is not None:
         generator = torch.Generator(device=idx.device).manual_seed(seed)
     block_size = model.config.block_size
@@ -513,5 +517,5 @@ def generate(model: GPT, idx: torch.Tensor, max_new_tokens: int, temperature: fl
     return idx
 
 
-__all__ = ["GPT", "GPTConfig", "KVCache", "apply_temperature", "generate", "top_k_filter", "top_p_filter",
+__all__ = ["GPT", "GPTConfig", "KVCache", "apply_temperature", "check_inputs", "generate", "top_k_filter", "top_p_filter",
            "HF_GPT2_NAMES", "HF_GPT2_TRANSPOSED", "TOP_P_TOLERANCE"]

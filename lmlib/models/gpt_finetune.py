@@ -30,6 +30,7 @@ from torch import nn
 from ..text.tokenizers import SPECIAL_TOKENS
 from ..text.truncation import head_and_tail
 from .gpt import GPT
+from .gpt import check_inputs as check_gpt_inputs
 
 
 @dataclass(frozen=True)
@@ -162,10 +163,7 @@ class GPTClassifier(nn.Module):
         nn.init.zeros_(self.head.bias)
 
     def forward(self, ids: torch.Tensor, extract_pos: torch.Tensor, pairs: bool = False) -> ClassifierOutput:
-        if extract_pos.shape != (ids.size(0),) or not bool((extract_pos < ids.size(1)).all()):
-            raise ValueError(f"extract_pos must hold one position per row of ids {tuple(ids.shape)} inside the row, "
-                             f"got {tuple(extract_pos.shape)} with max {int(extract_pos.max())}; build batches with "
-                             f"make_batch")
+        """P(y | x^1, ..., x^m) = softmax(h_l^m W_y) (eq. 3), h_l^m the top state at each row's [extract]."""
         hidden, _ = self.gpt.hidden_states(ids)  # (B, T, C)
         if self.pooling == "extract":
             h = hidden[torch.arange(ids.size(0)), extract_pos]  # (B, C): h_l^m at each [extract]
@@ -180,3 +178,16 @@ class GPTClassifier(nn.Module):
     def lm_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Next-token logits ``(batch, seq, vocab)`` from the states of :meth:`forward` (the pretrained output layer)."""
         return self.gpt.lm_head(hidden)
+
+
+def check_inputs(model: GPTClassifier, ids: torch.Tensor, extract_pos: torch.Tensor, pairs: bool = False) -> None:
+    """Refuse a batch that :meth:`GPTClassifier.forward` would misread: the GPT's checks on ``ids``, one
+    ``[extract]`` position per row inside the row, and (with ``pairs``) an even number of rows. :func:`make_batch`
+    builds such batches; call this where batches come from elsewhere. The forward checks nothing."""
+    check_gpt_inputs(model.gpt, ids)
+    if extract_pos.shape != (ids.size(0),) or not 0 <= int(extract_pos.min()) <= int(extract_pos.max()) < ids.size(1):
+        raise ValueError(f"extract_pos must hold one position per row of ids {tuple(ids.shape)} inside the row, "
+                         f"got {tuple(extract_pos.shape)} from {int(extract_pos.min())} to {int(extract_pos.max())}; "
+                         f"build batches with make_batch")
+    if pairs and ids.size(0) % 2:
+        raise ValueError(f"pairs=True needs both orders of every pair (an even number of rows), got {ids.size(0)}")
