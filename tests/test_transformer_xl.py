@@ -4,12 +4,14 @@ recurrence against one long pass, and the memory's stopped gradient."""
 
 import pytest
 import torch
+from host_reads import no_host_reads
 
 from lmlib.models.gpt import GPT, GPTConfig
 from lmlib.models.positional import sinusoidal_encoding
 from lmlib.models.transformer_xl import (
     TransformerXL,
     TransformerXLConfig,
+    check_inputs,
     future_mask,
     naive_relative_scores,
     rel_shift,
@@ -190,7 +192,7 @@ def test_training_step_runs_with_dropout_and_a_tiny_model_learns_a_repeating_tex
 # --- bad input -------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("field, value, words", [
-    ("mem_len", -1, "mem_len must be an int >= 0"),
+    ("mem_len", -1, "TransformerXLConfig.mem_len"),
     ("segment_len", 0, "TransformerXLConfig.segment_len"),
     ("num_heads", 3, "heads of an even size"),
     ("positions", "rotary", "'relative' (Transformer-XL) or 'absolute'"),
@@ -205,21 +207,28 @@ def test_bad_config_is_refused(field, value, words):
         TransformerXLConfig(**settings)
 
 
-def test_bad_inputs_are_refused_with_what_to_do():
+def test_bad_inputs_are_refused_by_check_inputs_naming_the_value():
     model = tiny()
     idx = torch.randint(0, 19, (2, 6))
-    with pytest.raises(ValueError, match="integer token ids"):
-        model(idx.float())
-    with pytest.raises(ValueError, match="vocabulary"):
-        model(idx + 19)
     _, mems = model(idx)
-    with pytest.raises(ValueError, match="tuple of 2 tensors"):
-        model(idx, mems[:1])
-    with pytest.raises(ValueError, match="same streams"):
-        model(idx[:1], mems)
+    check_inputs(model, idx, mems)
     absolute = tiny(positions="absolute", mem_len=0)
-    with pytest.raises(ValueError, match="longer than the 6 absolute positions"):
-        absolute(torch.randint(0, 19, (1, 7)))
+    cases = [(model, (idx.float(),), "torch.float32"), (model, (idx + 19,), str(int(idx.max()) + 19)),
+             (model, (idx, mems[:1]), "length 1"), (model, (idx[:1], mems), "batch=1"),
+             (absolute, (torch.randint(0, 19, (1, 7)),), "7")]
+    for m, args, named in cases:
+        with pytest.raises(ValueError) as err:
+            check_inputs(m, *args)
+        assert named in str(err.value), (named, str(err.value))
     model.mem_len = -2
-    with pytest.raises(ValueError, match="mem_len"):
-        model(idx)
+    with pytest.raises(ValueError) as err:
+        check_inputs(model, idx)
+    assert "mem_len" in str(err.value) and "-2" in str(err.value)
+
+
+def test_forward_reads_nothing_back_from_the_device():
+    model = tiny()
+    idx = torch.randint(0, 19, (2, 6))
+    with no_host_reads():
+        _, mems = model(idx)
+        model(idx, mems, return_attentions=True)

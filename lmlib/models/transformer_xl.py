@@ -77,7 +77,7 @@ class TransformerXLConfig:
         if self.d_ff is None:
             self.d_ff = 4 * self.d_model
         check_positive_ints(self, ("vocab_size", "segment_len", "num_layers", "num_heads", "d_model", "d_ff"))
-        _check_mem_len(self.mem_len)
+        check_positive_ints(self, ("mem_len",), minimum=0)  # 0: no memory
         if self.d_model % self.num_heads != 0 or (self.d_model // self.num_heads) % 2 != 0:
             raise ValueError(f"d_model={self.d_model} must split into num_heads={self.num_heads} heads of an even "
                              f"size (the sinusoid pairs sin and cos); pick e.g. num_heads in "
@@ -97,11 +97,6 @@ class TransformerXLConfig:
     @property
     def head_dim(self) -> int:
         return self.d_model // self.num_heads
-
-
-def _check_mem_len(mem_len) -> None:
-    if isinstance(mem_len, bool) or not isinstance(mem_len, int) or mem_len < 0:
-        raise ValueError(f"mem_len must be an int >= 0 (0: no memory), got {mem_len!r}")
 
 
 def relative_encoding(key_len: int, d_model: int) -> torch.Tensor:
@@ -276,32 +271,9 @@ class TransformerXL(nn.Module):
         """Parameters counted once (the tied output layer is the token embedding)."""
         return sum(p.numel() for p in self.parameters())
 
-    def _check_inputs(self, idx: torch.Tensor, mems) -> None:
-        if not isinstance(idx, torch.Tensor) or idx.ndim != 2 or idx.dtype not in (torch.long, torch.int):
-            got = f"{idx.dtype} tensor of shape {tuple(idx.shape)}" if isinstance(idx, torch.Tensor) else type(idx)
-            raise ValueError(f"idx must be a (batch, seq) tensor of integer token ids, got {got}")
-        if idx.size(0) == 0 or idx.size(1) == 0:
-            raise ValueError(f"idx is empty (shape {tuple(idx.shape)}): give at least one token")
-        if self.config.positions == "absolute" and idx.size(1) > self.config.segment_len:
-            raise ValueError(f"a segment of {idx.size(1)} tokens is longer than the {self.config.segment_len} "
-                             f"absolute positions of this model; cut the text into segments of segment_len")
-        _check_mem_len(self.mem_len)
-        check_ids_in_range(idx, self.config.vocab_size, "idx", "this model's vocabulary (vocab_size)")
-        if mems is None:
-            return
-        if not isinstance(mems, (tuple, list)) or len(mems) != self.config.num_layers:
-            raise ValueError(f"mems must be the tuple of {self.config.num_layers} tensors this model returned for "
-                             f"the previous segment (or None to start afresh), got {type(mems).__name__}"
-                             f"{f' of length {len(mems)}' if isinstance(mems, (tuple, list)) else ''}")
-        shape = (idx.size(0), mems[0].size(1), self.config.d_model) if mems[0].ndim == 3 else None
-        for layer, mem in enumerate(mems):
-            if mem.ndim != 3 or tuple(mem.shape) != shape:
-                raise ValueError(f"mems[{layer}] has shape {tuple(mem.shape)}; every layer's memory must be "
-                                 f"(batch={idx.size(0)}, memory length, d_model={self.config.d_model}) with the "
-                                 f"same length: pass the mems returned for the previous segment of the same streams")
-
     def forward(self, idx: torch.Tensor, mems: tuple[torch.Tensor, ...] | None = None, return_attentions: bool = False):
-        self._check_inputs(idx, mems)
+        """Each layer n attends over h̃ = [SG(m^{n−1}) ∘ h^{n−1}] (§3.2) with relative-position scores (§3.3);
+        returns the logits (B, T, V) and each layer's new memory (inputs as :func:`check_inputs` accepts them)."""
         h = self.tok_emb(idx) * (math.sqrt(self.config.d_model) if self.config.scale_embeddings else 1.0)  # (B, T, C)
         if self.config.positions == "absolute":
             h = h + self.absolute_pe[: idx.size(1)]  # (B, T, C): U W_e + PE, positions restart every segment
@@ -323,5 +295,35 @@ class TransformerXL(nn.Module):
         return full[:, max(0, full.size(1) - self.mem_len):].detach()
 
 
-__all__ = ["TransformerXL", "TransformerXLConfig", "RelativeSelfAttention", "TransformerXLBlock", "rel_shift",
-           "relative_encoding", "future_mask", "naive_relative_scores"]
+def check_inputs(model: TransformerXL, idx: torch.Tensor, mems: tuple[torch.Tensor, ...] | None = None) -> None:
+    """Refuse a segment that :meth:`TransformerXL.forward` would misread, saying what to do: ``idx`` (batch, seq)
+    integer ids inside the vocabulary (at most ``segment_len`` with absolute positions), ``mems`` the tuple the model
+    returned for the previous segment of the same streams, and a ``mem_len`` of 0 or more. Call it where input
+    enters; the forward checks nothing, so it never reads a value back from the device."""
+    c = model.config
+    if not isinstance(idx, torch.Tensor) or idx.ndim != 2 or idx.dtype not in (torch.long, torch.int):
+        got = f"{idx.dtype} tensor of shape {tuple(idx.shape)}" if isinstance(idx, torch.Tensor) else type(idx)
+        raise ValueError(f"idx must be a (batch, seq) tensor of integer token ids, got {got}")
+    if idx.size(0) == 0 or idx.size(1) == 0:
+        raise ValueError(f"idx is empty (shape {tuple(idx.shape)}): give at least one token")
+    if c.positions == "absolute" and idx.size(1) > c.segment_len:
+        raise ValueError(f"a segment of {idx.size(1)} tokens is longer than the {c.segment_len} absolute positions "
+                         f"of this model; cut the text into segments of segment_len")
+    check_positive_ints(model, ("mem_len",), minimum=0)
+    check_ids_in_range(idx, c.vocab_size, "idx", "this model's vocabulary (vocab_size)")
+    if mems is None:
+        return
+    if not isinstance(mems, (tuple, list)) or len(mems) != c.num_layers:
+        raise ValueError(f"mems must be the tuple of {c.num_layers} tensors this model returned for the previous "
+                         f"segment (or None to start afresh), got {type(mems).__name__}"
+                         f"{f' of length {len(mems)}' if isinstance(mems, (tuple, list)) else ''}")
+    shape = (idx.size(0), mems[0].size(1), c.d_model) if mems[0].ndim == 3 else None
+    for layer, mem in enumerate(mems):
+        if mem.ndim != 3 or tuple(mem.shape) != shape:
+            raise ValueError(f"mems[{layer}] has shape {tuple(mem.shape)}; every layer's memory must be "
+                             f"(batch={idx.size(0)}, memory length, d_model={c.d_model}) with the same length: "
+                             f"pass the mems returned for the previous segment of the same streams")
+
+
+__all__ = ["TransformerXL", "TransformerXLConfig", "RelativeSelfAttention", "TransformerXLBlock", "check_inputs",
+           "rel_shift", "relative_encoding", "future_mask", "naive_relative_scores"]
