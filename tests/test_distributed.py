@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from benchmarks.local_launch import child_env, free_port, torchrun_command
+from benchmarks.common import child_env, free_port, torchrun_command
 
 import lmlib
 from lmlib.models.elmo import BiLM, BiLMConfig

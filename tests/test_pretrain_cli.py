@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from benchmarks.local_launch import child_env
+from benchmarks.common import child_env
 from safetensors.torch import load_file
 
 from lmlib import __main__ as cli

@@ -36,7 +36,7 @@ def test_the_rate_is_the_best_dev_accuracy_and_a_tie_goes_to_the_smaller_rate():
     assert UL.best_rate(rows) == 0.003
     rows[0]["dev_accuracy"] = 0.71
     assert UL.best_rate(rows) == 0.01
-    with pytest.raises(ValueError, match="no sweep rows"):
+    with pytest.raises(ValueError):
         UL.best_rate([])
 
 
@@ -104,5 +104,7 @@ def test_replace_swaps_one_variants_rows_and_keeps_the_rest(tmp_path, monkeypatc
     assert ("ulmfit", 100, 0, 0.6) in [(r["variant"], r["n_labels"], r["seed"], r["accuracy"]) for r in out["rows"]]
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"variant": "scratch", "vocab_words_sha": "other", "checkpoint": None, "rows": []}))
-    with pytest.raises(ValueError, match="another vocabulary"):
+    before = results.read_text()
+    with pytest.raises(ValueError):
         UL.replace([bad])
+    assert results.read_text() == before  # a part of another vocabulary changes nothing

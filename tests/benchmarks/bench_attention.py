@@ -15,9 +15,9 @@ import os
 import platform
 import statistics
 import time
-from pathlib import Path
 
 import torch
+from common import write_result
 from torch import nn
 
 from lmlib.models.multihead import MultiHeadAttention, causal_mask
@@ -103,15 +103,13 @@ def main() -> None:
         "goal": "ratio (lmlib / torch) <= 1.1",
     }
     print(json.dumps(summary, indent=1))
-    out = Path(__file__).resolve().parents[2] / "lmlib" / "results" / "attention.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({
+    write_result("attention", {
         "what": "lmlib.models.multihead.MultiHeadAttention (fused path) vs torch.nn.MultiheadAttention, self-attention, "
                 "median time per call over interleaved rounds",
         "torch": torch.__version__, "threads": torch.get_num_threads(), "machine": platform.machine(),
         "rounds": ROUNDS, "calls_per_round": CALLS,
         "load_average_1m_before_after": [round(load_before[0], 2), round(os.getloadavg()[0], 2)], "summary": summary, "rows": rows,
-    }, indent=1) + "\n")
+    })
 
 
 if __name__ == "__main__":

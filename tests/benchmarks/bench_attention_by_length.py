@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import torch
+from common import write_result
 
 import lmlib
 from lmlib import Trainer
@@ -35,7 +36,6 @@ from lmlib.text.translation import (
 from lmlib.training.callbacks import GradientClipping, TimeBudget
 from lmlib.training.objectives import seq2seq_loss
 
-RESULTS = Path(__file__).resolve().parents[2] / "lmlib" / "results"
 SETTINGS = dict(max_len=16, max_pairs=60_000, min_freq=3, test_frac=0.1, seed=0, emb_dim=128, hidden=256,
                 batch_size=64, lr=2e-3, clip=1.0, edges=[3, 5, 7, 9, 11, 17], max_output=24)
 
@@ -77,9 +77,8 @@ if __name__ == "__main__":
     parser.add_argument("--model", choices=["fixed", "additive"], required=True)
     parser.add_argument("--seconds", type=float, default=360.0)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--out", type=Path, default=None, help="result file (default lmlib/results/attention_by_length_<model>.json)")
     args = parser.parse_args()
     report = run(args.model, args.seconds, args.threads)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"attention_by_length_{args.model}.json").write_text(json.dumps(report, indent=1) + "\n")
+    write_result(args.out or f"attention_by_length_{args.model}", report)
     print(json.dumps({k: report[k] for k in ("model", "steps", "epochs_seen", "bleu", "chrf", "buckets")}, indent=1))

@@ -18,14 +18,13 @@ hundreds of epochs on a GPU (57.3 test perplexity with 24M parameters).
 
 from __future__ import annotations
 
-import json
 import platform
 import sys
 import time
 from dataclasses import asdict, replace
-from pathlib import Path
 
 import torch
+from common import write_result
 
 from lmlib import Trainer, Vocab, seed_everything
 from lmlib.data import load_ptb
@@ -128,10 +127,7 @@ def main() -> None:
                     "platform": platform.platform()},
         "rows": rows,
     }
-    path = Path(__file__).resolve().parents[2] / "lmlib" / "results" / "awd_ablation.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(out, indent=1) + "\n")
-    print(f"wrote {path.name}")
+    write_result("awd_ablation", out)
 
 
 if __name__ == "__main__":

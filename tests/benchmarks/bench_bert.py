@@ -28,16 +28,14 @@ import datetime
 import json
 import statistics
 import time
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from machine import load, machine
-from result_file import write_result
+from common import load, machine, result_path, write_result
 
 from lmlib.models.bert import Bert
 
-RESULTS = Path(__file__).resolve().parents[2] / "lmlib" / "results" / "bert.json"
+RESULTS = result_path("bert")
 VOCAB = 8192
 BATCH = 8
 SIZES = {  # name: (num_layers, num_heads, d_model, seq)

@@ -12,27 +12,24 @@ of a BiLSTM (what the features say by themselves):
   whole BERT plus a linear token layer on the same sentences;
 * sequence level: IMDb sentiment from the [CLS] vector or the mean over the real tokens of one layer (and from the
   pooled [CLS], tanh(h_L W_p + b_p)), 1,000 balanced training reviews and the same 1,000 test reviews as
-  run_bert_finetune.py, with the same truncation (the first and last 63 word pieces).
+  bench_bert_finetune.py, with the same truncation (the first and last 63 word pieces).
 
 Every feature set is also measured on the same architecture with random weights, the baseline that shows how much
 of a probe's accuracy comes from pretraining. Probes: multinomial logistic regression on standardised features,
 full-batch Adam; deterministic given the features.
 
-    LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/run_bert_features.py
+    LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/bench_bert_features.py
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import time
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from machine import load, machine
-from over_seeds import mean_se
+from common import load, machine, mean_se, write_result
 
 from lmlib.data import load_imdb, load_ud_pos
 from lmlib.models.bert import Bert, BertConfig
@@ -42,7 +39,6 @@ from lmlib.runtime import eval_mode, seed_everything
 from lmlib.training.callbacks import GradientClipping, LRSchedule
 from lmlib.training.trainer import BatchResult, Trainer
 
-RESULTS = Path(__file__).resolve().parents[2] / "lmlib" / "results" / "bert_features.json"
 SETTINGS = dict(pos_train=2000, pos_test=1000, pos_max_len=128, imdb_train=1000, imdb_test=1000, imdb_seed=0,
                 imdb_max_len=B.FINETUNE_RECIPE["max_len"], probe=dict(steps=300, lr=0.05, weight_decay=1e-4),
                 finetune_pos=dict(epochs=2, batch_size=16, lr=3e-4, warmup_frac=0.1), threads=1)
@@ -252,16 +248,16 @@ def main() -> None:
 
     n_words = int(y_test.numel())
     ft_mean, ft_se = mean_se(ft) if ft else (None, None)
-    RESULTS.write_text(json.dumps(dict(
+    write_result("bert_features", dict(
         what="BERT features vs fine-tuning (Devlin et al. 2019, Table 7) with the shipped IMDb BERT: linear probes "
              "on frozen layers for UD English-EWT POS tags and IMDb sentiment, pretrained vs random weights",
-        command="LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/run_bert_features.py",
+        command="LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/bench_bert_features.py",
         settings=SETTINGS, checkpoint_sha256=sha, machine=machine(), load=load(),
         pos=dict(tags=tags, test_words=n_words, majority_tag_accuracy=majority,
                  probe_se_note="binomial standard error of one accuracy a on n test words: sqrt(a(1-a)/n)",
                  rows=pos_rows, finetuned=dict(seeds=args.finetune_seeds, accuracy=ft, mean=ft_mean, se=ft_se)),
         imdb=dict(train_reviews=len(texts), test_reviews=len(test_texts), rows=sent_rows),
-        seconds=round(time.perf_counter() - start, 1)), indent=1) + "\n")
+        seconds=round(time.perf_counter() - start, 1)))
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ the checkpoint shipped in lmlib/pretrained/bert_imdb/:
 
 * ``bert``: the pretrained BERT (pooler kept, MLM and NSP heads dropped) + dropout + a linear layer;
 * ``scratch``: the same architecture and WordPiece vocabulary from a random initialisation, at its own rate: each
-  task and label count's rate chosen on a dev split of other training examples (``--dev``, dev_rates.py; the test
+  task and label count's rate chosen on a dev split of other training examples (``--dev``, common.py; the test
   set is never read);
 * ``scratch_at_recipe_rate``: the same at the recipe's rate (5e-4), kept to show what an untuned baseline costs.
 
@@ -20,9 +20,9 @@ is GPT's (``FINETUNE_RECIPE``: 3 epochs, at least 80 steps, rate 5e-4), so tests
 compares with it. Every setting is in ``SETTINGS`` and the JSON; rows of an earlier run with the same settings and
 checkpoint are kept, so runs can be split across invocations.
 
-    LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/run_bert_finetune.py --tasks imdb:100 sst2:1000 imdb:1000 --seeds 0 1 2
-    LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/run_bert_finetune.py --tasks imdb:all --seeds 0
-    LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/run_bert_finetune.py --dev  # scratch's dev sweep
+    LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/bench_bert_finetune.py --tasks imdb:100 sst2:1000 imdb:1000 --seeds 0 1 2
+    LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/bench_bert_finetune.py --tasks imdb:all --seeds 0
+    LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/bench_bert_finetune.py --dev  # scratch's dev sweep
 
 Every random-init row (``scratch``, ``scratch_at_recipe_rate``) and the dev sweep are copied, marked ``"from"``, from
 bert_finetune_short_pretraining.json, the results of the BERT shipped before, whose WordPiece and config this one
@@ -39,20 +39,29 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from pathlib import Path
 
 import torch
-from dev_rates import DEV, chosen_rate, committed_scratch, dev_split
-from machine import load, machine
-from over_seeds import imdb_test_subset, summarise
-from result_file import archived_random_init_rows, kept_rows, write_result
+from common import (
+    DEV,
+    archived_random_init_rows,
+    chosen_rate,
+    committed_scratch,
+    dev_split,
+    imdb_test_subset,
+    kept_rows,
+    load,
+    machine,
+    result_path,
+    summarise,
+    write_result,
+)
 
 from lmlib.data import load_imdb, load_sst2
 from lmlib.recipes import bert as B
 from lmlib.recipes.ulmfit import sample_balanced
 from lmlib.runtime import seed_everything
 
-RESULTS = Path(__file__).resolve().parents[2] / "lmlib" / "results" / "bert_finetune.json"
+RESULTS = result_path("bert_finetune")
 RATES_FILE = RESULTS.with_name("bert_finetune_rates.json")
 SHORT_PRETRAINING = RESULTS.with_name("bert_finetune_short_pretraining.json")
 CONDITIONS = {"bert": dict(pretrained=True), "scratch": dict(pretrained=False, lr="dev"),
@@ -109,7 +118,7 @@ def main() -> None:
         write_result(RESULTS, dict(
             what="BERT [CLS] fine-tuning on IMDb and SST-2: the shipped IMDb BERT vs the same architecture from random "
                  "weights at its own dev-chosen rate and at the recipe's",
-            command="LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/run_bert_finetune.py",
+            command="LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/bench_bert_finetune.py",
             settings=SETTINGS, checkpoint_sha256=sha, machine=machine(), load=load(), dev_rows=dev_rows,
             scratch_rates=rates, rows=rows, summary=summarise(rows, ("task", "condition", "n_labels"))))
 

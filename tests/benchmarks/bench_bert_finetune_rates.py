@@ -1,38 +1,35 @@
 """BERT fine-tuning: is the learning rate the reason the shipped IMDb BERT trails a randomly initialised one?
 
-run_bert_finetune.py fine-tunes both with one recipe (``lmlib.recipes.bert.FINETUNE_RECIPE``, rate 5e-4), a rate
+bench_bert_finetune.py fine-tunes both with one recipe (``lmlib.recipes.bert.FINETUNE_RECIPE``, rate 5e-4), a rate
 chosen because lower ones left the random initialisation at chance. Devlin et al. (2019, §A.3) pick the rate per
 task on the dev set, from {5e-5, 3e-5, 2e-5} for BERT-base; small BERTs are usually fine-tuned faster
 (Turc et al. 2019 search up to 1e-4 for their smallest models). A pretrained model may simply want a lower rate.
 
 This script asks that question without touching the test set: each condition, at each rate, is fine-tuned on
-1,000 labelled training reviews (the balanced sample run_bert_finetune.py draws for that seed) and scored on 1,000
+1,000 labelled training reviews (the balanced sample bench_bert_finetune.py draws for that seed) and scored on 1,000
 *other* training reviews (balanced, drawn once with ``DEV_SEED`` from the reviews no seed's sample uses).
 Everything else is FINETUNE_RECIPE. Results go to results/bert_finetune_rates.json; rows of an earlier run with the
 same settings and checkpoint are kept. The random-init rows are copied, marked ``"from"``, from
 bert_finetune_rates_short_pretraining.json, the results of the BERT shipped before, whose WordPiece and config this
 one shares (a random-init run never reads the pretrained weights); ``--train-again`` trains them instead.
 
-    LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/run_bert_finetune_rates.py --rates 5e-5 1e-4 2e-4 5e-4
+    LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/bench_bert_finetune_rates.py --rates 5e-5 1e-4 2e-4 5e-4
 """
 
 from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
 import torch
-from machine import load, machine
-from over_seeds import summarise
-from result_file import archived_random_init_rows, kept_rows, write_result
+from common import archived_random_init_rows, kept_rows, load, machine, result_path, summarise, write_result
 
 from lmlib.data import load_imdb
 from lmlib.recipes import bert as B
 from lmlib.recipes.ulmfit import sample_balanced
 from lmlib.runtime import seed_everything
 
-RESULTS = Path(__file__).resolve().parents[2] / "lmlib" / "results" / "bert_finetune_rates.json"
+RESULTS = result_path("bert_finetune_rates")
 SHORT_PRETRAINING = RESULTS.with_name("bert_finetune_rates_short_pretraining.json")
 REPORT_ARCHIVE = RESULTS.with_name("bert_finetune_short_pretraining.json")  # holds that BERT's pretrain.json
 CONDITIONS = {"bert": True, "scratch": False}  # name: pretrained
@@ -102,7 +99,7 @@ def save(rows: list[dict], sha: str) -> None:
     write_result(RESULTS, dict(
         what="BERT [CLS] fine-tuning on 1,000 IMDb reviews at several learning rates, scored on 1,000 other "
              "training reviews: the shipped IMDb BERT vs the same architecture from random weights",
-        command="LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/run_bert_finetune_rates.py",
+        command="LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/bench_bert_finetune_rates.py",
         settings=SETTINGS, checkpoint_sha256=sha, machine=machine(), load=load(), rows=rows,
         summary=summarise([{**r, "accuracy": r["dev_accuracy"]} for r in rows], ("condition", "lr"))))
 

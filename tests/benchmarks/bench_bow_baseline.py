@@ -1,6 +1,6 @@
 """The bag-of-words baseline beside every IMDb transfer result: TF-IDF unigrams + bigrams and logistic regression.
 
-Same test reviews, label samples and seeds as the neural rows (bench_gpt_finetune.py, run_bert_finetune.py):
+Same test reviews, label samples and seeds as the neural rows (bench_gpt_finetune.py, bench_bert_finetune.py):
 the seeded 1,000 of IMDb's 25,000 test reviews (``imdb_test_subset(1000, 0)``), 100 or 1,000 training labels drawn
 by ``sample_balanced(..., seed)`` for seeds 0-2, and all 25,000 training reviews once (seed 0 shuffles the
 cross-validation folds). C is chosen by 5-fold cross-validation on the training labels only
@@ -36,9 +36,7 @@ import time
 from pathlib import Path
 
 import torch
-from machine import load, machine
-from over_seeds import imdb_test_subset, summarise
-from result_file import kept_rows, write_result
+from common import imdb_test_subset, kept_rows, load, machine, summarise, write_result
 
 from lmlib.data import load_imdb
 from lmlib.eval.bow_baseline import BowConfig, bow_accuracy, fit_bow, model_view, words_view
@@ -46,8 +44,6 @@ from lmlib.recipes import gpt as G
 from lmlib.recipes.ulmfit import sample_balanced
 from lmlib.text.tokenizers import ByteLevelBPE
 
-RESULTS_DIR = Path(__file__).resolve().parents[2] / "lmlib" / "results"
-RESULTS = RESULTS_DIR / "bow_baseline.json"
 TOKENIZER = G.CHECKPOINT_DIR / "tokenizer.json"
 TRUNCATIONS = {"full": "the whole review",
                "model_view": "the first and last 63 tokens of the shipped GPT tokenizer, decoded: what the fine-tuned "
@@ -66,7 +62,7 @@ class Benchmark:
         self.name, self.views, self.extra = name, {}, {}
         self.train = load_imdb("train")
         if name == "gpt":
-            self.results, self.settings = RESULTS, SETTINGS
+            self.results, self.settings = "bow_baseline", SETTINGS
             self.sha = G.load_pretrained()[2]["sha256"]["tokenizer.json"]  # load_pretrained checks every sha256
             self.checkpoint_file = "lmlib/pretrained/gpt_imdb/tokenizer.json"
             tokenizer = ByteLevelBPE.load(TOKENIZER)
@@ -79,7 +75,7 @@ class Benchmark:
 
             from lmlib.recipes import ulmfit as U
             _, vocab = U.load_pretrained(U.IMDB_DIR)  # checks the files' sha256; the scratch rows share this vocabulary
-            self.results = RESULTS_DIR / "bow_ulmfit_imdb.json"
+            self.results = "bow_ulmfit_imdb"
             self.settings = dict(benchmark="ulmfit_imdb", n_test=UL["test_reviews"], test_seed=UL["test_seed"],
                                  test_sample="sample_balanced(test, n_test, test_seed)", max_tokens=UL["max_len"],
                                  truncations={"full": TRUNCATIONS["full"], "model_view": (
@@ -95,13 +91,13 @@ class Benchmark:
             self.test = U.sample_balanced(test.texts, test.labels, UL["test_reviews"], UL["test_seed"])
             self.what = "the text the ULMFiT classifier reads"
         elif name == "elmo_transfer":
+            from bench_elmo_probes import test_indices
             from bench_elmo_transfer import SETTINGS as EL
-            from elmo_features import test_indices
 
             from lmlib.recipes import elmo as R
-            self.results = RESULTS_DIR / "bow_elmo_transfer.json"
+            self.results = "bow_elmo_transfer"
             self.settings = dict(benchmark="elmo_transfer", n_test=EL["test_reviews"], test_seed=0,
-                                 test_sample="elmo_features.test_indices(test.labels)", max_tokens=EL["max_tokens"],
+                                 test_sample="bench_elmo_probes.test_indices(test.labels)", max_tokens=EL["max_tokens"],
                                  truncations={"full": TRUNCATIONS["full"], "model_view": (
                                      f"the review's first {EL['max_tokens']} words (review_sentences), lower-cased and "
                                      "joined by spaces: what the biLM and the bag of embeddings read")},

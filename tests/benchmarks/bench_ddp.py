@@ -26,11 +26,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from local_launch import REPO, child_env, torchrun_command
-from machine import load, machine
-from result_file import write_result
+from common import REPO, child_env, load, machine, result_path, torchrun_command, write_result
 
-RESULTS = Path(__file__).resolve().parents[2] / "lmlib" / "results" / "ddp.json"
+RESULTS = result_path("ddp")
 STEPS = {"gpt": 300, "bert": 200}
 SETUPS = {"1 process x 1 thread": (1, 1), "1 process x 2 threads": (1, 2), "2 processes x 1 thread": (2, 1)}
 ROUNDS = 3

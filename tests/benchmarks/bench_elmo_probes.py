@@ -9,34 +9,38 @@ each [forward; backward], 256 wide) and for the learned scalar mix of all three,
   ``pos_train_sentences`` training sentences (a new subset per seed), tested on every word of the dev split;
 * sentiment on IMDb: a linear classifier on the mean of a layer over a review's first 48 tokens, trained on a
   seeded random ``sentiment_train_reviews`` of the 25,000 training reviews, tested on a fixed 2,000 test reviews
-  (tests/benchmarks/elmo_features.py).
+  (:func:`imdb_features`).
 
 Each probe is trained with Adam (300 steps of 512 rows drawn at random) on standardized features; means and
 standard errors over 3 seeds.
 
     LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/bench_elmo_probes.py
 
-writes lmlib/results/elmo_probes.json.
+writes lmlib/results/elmo_probes.json. The IMDb features (shared with bench_elmo_transfer.py) are computed once
+and cached: every review is read to its first ``MAX_TOKENS`` tokens (``lmlib.recipes.elmo.review_sentences``) and
+every biLM layer is mean-pooled over those words (``pooled_features``); the cache file is named by the checkpoint's
+sha256, so features of another checkpoint are never reused. The fixed test subset is ``N_TEST`` reviews of IMDb's
+test split drawn at seeded random (half per class); the training pool is all 25,000 training reviews.
 """
 
 from __future__ import annotations
 
 import json
-import sys
+import os
+import tempfile
 import time
 from pathlib import Path
 
+import common
 import torch
+from common import load, machine, write_result
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import over_seeds  # noqa: E402
-from elmo_features import MAX_TOKENS, N_TEST, imdb_features  # noqa: E402
-from machine import load, machine  # noqa: E402
+from lmlib.data import load_imdb, load_ud_pos
+from lmlib.recipes import elmo as R
 
-from lmlib.data import load_ud_pos  # noqa: E402
-from lmlib.recipes import elmo as R  # noqa: E402
-
-RESULTS = Path(__file__).resolve().parents[2] / "lmlib" / "results"
+MAX_TOKENS = 48
+N_TEST = 2000
+TEST_SEED = 0
 LAYERS = {"character CNN (layer 0)": 0, "LSTM 1": 1, "LSTM 2": 2, "scalar mix": None}
 SETTINGS = dict(seeds=[0, 1, 2], pos_train_sentences=2000, pos_test="dev", probe_steps=300, probe_batch_size=512,
                 probe_lr=0.01,
@@ -45,8 +49,39 @@ SETTINGS = dict(seeds=[0, 1, 2], pos_train_sentences=2000, pos_test="dev", probe
 
 
 def mean_se(values: list[float]) -> dict:
-    mean, se = over_seeds.mean_se(values)
+    mean, se = common.mean_se(values)
     return {"mean": mean, "se": se if se is not None else 0.0, "values": values}
+
+
+def test_indices(labels, n: int = N_TEST, seed: int = TEST_SEED) -> list[int]:
+    """``n`` indices of IMDb test reviews, half of each class, drawn at seeded random."""
+    g = torch.Generator().manual_seed(seed)
+    picked = []
+    for c in (0, 1):
+        idx = [i for i, y in enumerate(labels) if y == c]
+        picked += [idx[i] for i in torch.randperm(len(idx), generator=g)[: n // 2].tolist()]
+    return sorted(picked)
+
+
+def imdb_features(bilm, sha: str) -> dict:
+    """``{"train_x" (25000, L + 1, 2d), "train_y", "train_tokens" (lists of lower-cased tokens), "test_x", "test_y",
+    "test_tokens", "seconds"}``, from the cache when present."""
+    cache = Path(os.environ.get("LMLIB_CACHE", tempfile.gettempdir())) / f"elmo_imdb_features_{sha[:16]}_{MAX_TOKENS}.pt"
+    if cache.is_file():
+        return torch.load(cache, weights_only=False)
+    train, test = load_imdb("train"), load_imdb("test")
+    keep = test_indices(test.labels)
+    test_texts, test_labels = [test.texts[i] for i in keep], [test.labels[i] for i in keep]
+    start = time.perf_counter()
+    out = {}
+    for part, texts, labels in (("test", test_texts, test_labels), ("train", train.texts, train.labels)):
+        out[f"{part}_x"] = R.pooled_features(bilm, texts, MAX_TOKENS)
+        out[f"{part}_y"] = torch.tensor(labels)
+        out[f"{part}_tokens"] = [[w.lower() for s in R.review_sentences(t, MAX_TOKENS) for w in s] for t in texts]
+        print(f"{part}: {len(texts):,} reviews pooled, {time.perf_counter() - start:.0f} s", flush=True)
+    out["seconds"] = time.perf_counter() - start
+    torch.save(out, cache)
+    return out
 
 
 def probe_rows(train_x, train_y, test_x, test_y, num_classes, subset, seeds) -> tuple[dict, dict]:
@@ -119,7 +154,7 @@ def main() -> None:
     print(json.dumps(result["pos"]["accuracy"], indent=1), flush=True)
     result["sentiment"] = sentiment_probe(bilm, sha)
     result["load_after"] = load()
-    (RESULTS / "elmo_probes.json").write_text(json.dumps(result, indent=1) + "\n")
+    write_result("elmo_probes", result)
     for task in ("pos", "sentiment"):
         print(task, {k: f"{v['mean']:.3f} ± {v['se']:.3f}" for k, v in result[task]["accuracy"].items()})
 

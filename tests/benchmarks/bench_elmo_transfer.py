@@ -37,23 +37,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
-from pathlib import Path
 
 import torch
+from bench_elmo_probes import MAX_TOKENS, N_TEST, imdb_features, mean_se, test_indices
+from common import best_rate, load, machine, read_result, write_result
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_elmo_probes import mean_se  # noqa: E402
-from dev_rates import best_rate  # noqa: E402
-from elmo_features import MAX_TOKENS, N_TEST, imdb_features, test_indices  # noqa: E402
-from machine import load, machine  # noqa: E402
+from lmlib.data import load_imdb
+from lmlib.recipes import elmo as R
+from lmlib.text.vocab import PAD
 
-from lmlib.data import load_imdb  # noqa: E402
-from lmlib.recipes import elmo as R  # noqa: E402
-from lmlib.text.vocab import PAD  # noqa: E402
-
-RESULTS = Path(__file__).resolve().parents[2] / "lmlib" / "results"
 METHODS = ("ELMo (scalar mix)", "static vectors (char-CNN layer)", "from scratch (bag of embeddings)",
            "from scratch + ELMo (the paper's use)")
 SETTINGS = dict(sizes=[100, 1000, "all"], seeds=[0, 1, 2], hidden=64, dropout=0.2, steps=400, batch_size=256, lr=0.01,
@@ -129,15 +122,14 @@ def scratch_sweep(rates: list[float]) -> None:
     """The from-scratch rows again at the rate chosen on the dev split (see the module docstring)."""
     torch.set_num_threads(1)
     _, vocab, report = R.load_pretrained()
-    path = RESULTS / "elmo_transfer.json"
-    result = json.loads(path.read_text())
+    result = read_result("elmo_transfer")
     if result["pretrained"]["sha256"] != report["sha256"][f"{R.NAME}.safetensors"]:
         raise RuntimeError("elmo_transfer.json was measured with another biLM; rerun the whole benchmark")
     start = time.perf_counter()
     train, test = load_imdb("train"), load_imdb("test")
     keep = test_indices(test.labels)
 
-    def tokens(texts):  # the words imdb_features keeps (elmo_features.py)
+    def tokens(texts):  # the words imdb_features keeps (bench_elmo_probes.py)
         return [[w.lower() for s in R.review_sentences(t, MAX_TOKENS) for w in s] for t in texts]
 
     ids_train = padded_ids(vocab, tokens(train.texts), MAX_TOKENS)
@@ -167,7 +159,7 @@ def scratch_sweep(rates: list[float]) -> None:
     result["scratch_sweep"] = {"dev": DEV, "seed": 0, "rates": rates, "rows": sweep,
                                "chosen": {r["n_labels"]: r["lr"] for r in rows},
                                "seconds": round(time.perf_counter() - start, 1), "machine": machine(), "load": load()}
-    path.write_text(json.dumps(result, indent=1) + "\n")
+    write_result("elmo_transfer", result)
 
 
 def main() -> None:
@@ -198,7 +190,7 @@ def main() -> None:
             rows.append({"method": method, "n_labels": n, "n_test": len(f["test_y"]), **mean_se(accs)})
             print(f"{method:34s} {n:6d} labels: {rows[-1]['mean']:.3f} ± {rows[-1]['se']:.3f}", flush=True)
     result.update(results=rows, seconds=time.perf_counter() - start, feature_seconds=f["seconds"], load_after=load())
-    (RESULTS / "elmo_transfer.json").write_text(json.dumps(result, indent=1) + "\n")
+    write_result("elmo_transfer", result)
 
 
 if __name__ == "__main__":

@@ -35,13 +35,12 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from machine import load, machine
-from result_file import write_result
+from common import load, machine, result_path, write_result
 
 from lmlib.models.gpt import GPT, GPTConfig, generate
 from lmlib.training.schedules import weight_decay_groups
 
-RESULTS = Path(__file__).resolve().parents[2] / "lmlib" / "results" / "gpt.json"
+RESULTS = result_path("gpt")
 VOCAB = 65  # Tiny Shakespeare's characters
 BATCH = 12
 SIZES = {  # name: (num_layers, num_heads, d_model, context)

@@ -7,7 +7,7 @@ This script measures both at this course's scale with the shipped IMDb GPT (lmli
 * ``gpt_aux``: the pretrained GPT, fine-tuned with λ = 0.5;
 * ``gpt``: the pretrained GPT, fine-tuned with λ = 0 (the task loss alone);
 * ``scratch``: the same architecture and tokenizer from random weights, λ = 0, at its own rate: each label count's
-  rate chosen on a dev split of other training reviews (``--dev``, dev_rates.py; the test set is never read);
+  rate chosen on a dev split of other training reviews (``--dev``, common.py; the test set is never read);
 * ``scratch_at_recipe_rate``: the same, at the recipe's rate (5e-4, set for the pretrained model), kept to show
   what an untuned baseline costs.
 
@@ -37,10 +37,20 @@ import time
 from pathlib import Path
 
 import torch
-from dev_rates import DEV, chosen_rate, committed_scratch, dev_split
-from machine import load, machine
-from over_seeds import imdb_test_subset, summarise
-from result_file import archived_random_init_rows, kept_rows, write_result
+from common import (
+    DEV,
+    archived_random_init_rows,
+    chosen_rate,
+    committed_scratch,
+    dev_split,
+    imdb_test_subset,
+    kept_rows,
+    load,
+    machine,
+    result_path,
+    summarise,
+    write_result,
+)
 
 from lmlib.data import load_imdb
 from lmlib.models.gpt_finetune import FinetuneTokens
@@ -48,7 +58,7 @@ from lmlib.recipes import gpt as G
 from lmlib.recipes.ulmfit import sample_balanced
 from lmlib.runtime import seed_everything
 
-RESULTS = Path(__file__).resolve().parents[2] / "lmlib" / "results" / "gpt_finetune.json"
+RESULTS = result_path("gpt_finetune")
 SHORT_PRETRAINING = RESULTS.with_name("gpt_finetune_short_pretraining.json")
 CONDITIONS = {"gpt_aux": dict(pretrained=True, lam=0.5), "gpt": dict(pretrained=True, lam=0.0),
               "scratch": dict(pretrained=False, lam=0.0, lr="dev"),

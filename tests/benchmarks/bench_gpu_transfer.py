@@ -1,10 +1,10 @@
-"""Does pretraining transfer? The GPU-pretrained checkpoints (lmlib.recipes.accelerated) against the same
-architectures from random weights, on IMDb sentiment, fine-tuned and as frozen features.
+"""Does pretraining transfer? The GPU-pretrained checkpoints (each one's pretrain.json says how it was made) against
+the same architectures from random weights, on IMDb sentiment, fine-tuned and as frozen features.
 
 Every condition reads the benchmarks' fixed 1,000 test reviews (``imdb_test_subset(1000, 0)``, the set of
-bench_gpt_finetune.py and run_bert_finetune.py) and the balanced training samples of seeds 0-2
+bench_gpt_finetune.py and bench_bert_finetune.py) and the balanced training samples of seeds 0-2
 (``sample_balanced``) at 100 and 1,000 labels. Learning rates are chosen on a dev split of 1,000 *other* training
-reviews (run_bert_finetune_rates.py's), never on the test set: each condition, pretrained or from scratch, is
+reviews (``common.dev_split``), never on the test set: each condition, pretrained or from scratch, is
 fine-tuned at every rate of its grid on the seed-0 sample of 1,000 labels and keeps its best.
 
 * ``gpt``: GPT-1 fine-tuning (``lmlib.recipes.gpt.finetune_classifier``) with λ = 0 reading the [extract] state,
@@ -19,8 +19,8 @@ fine-tuned at every rate of its grid on the seed-0 sample of 1,000 labels and ke
 
 The labelled reviews travel to a GPU machine as one file, made here from the full dataset:
 
-    .venv/bin/python tests/benchmarks/gpu_transfer.py prepare --out gpu-carry/labelled.json
-    python tests/benchmarks/gpu_transfer.py gpt --checkpoint DIR --labelled labelled.json --out gpt.json --device cuda
+    .venv/bin/python tests/benchmarks/bench_gpu_transfer.py prepare --out gpu-carry/labelled.json
+    python tests/benchmarks/bench_gpu_transfer.py gpt --checkpoint DIR --labelled labelled.json --out gpt.json --device cuda
 """
 
 from __future__ import annotations
@@ -33,9 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from over_seeds import imdb_test_subset, summarise  # noqa: E402
+from common import dev_split, imdb_test_subset, summarise, write_result
 
 SIZES, SEEDS, TEST, TEST_SEED = (100, 1000), (0, 1, 2), 1000, 0
 GRIDS = {"gpt": (2.5e-4, 5e-4, 1e-3, 2e-3), "bert": (1e-4, 2e-4, 5e-4, 1e-3), "ulmfit": (3e-3, 1e-2, 3e-2)}
@@ -47,8 +45,6 @@ OPTIONS = {"probes": True, "scratch": True, "rate": None, "conditions": None}
 
 def prepare(out: Path) -> None:
     """The test subset, each seed's training samples and the dev split, as indices into one list of texts."""
-    from run_bert_finetune_rates import dev_split
-
     from lmlib.data import load_imdb
     from lmlib.recipes.ulmfit import sample_balanced
 
@@ -112,8 +108,7 @@ class Results:
     def add(self, row: dict, dev: bool = False) -> None:
         (self.dev if dev else self.rows).append(row)
         print(json.dumps(row), flush=True)
-        self.out.write_text(json.dumps({**self.head, "dev_rows": self.dev, "rows": self.rows,
-                                        "summary": summary_of(self.rows)}, indent=1))
+        write_result(self.out, {**self.head, "dev_rows": self.dev, "rows": self.rows, "summary": summary_of(self.rows)})
 
 
 def merge(parts: list[Path], out: Path) -> None:
@@ -134,13 +129,12 @@ def merge(parts: list[Path], out: Path) -> None:
     if len(set(keys)) != len(keys):
         raise SystemExit("two parts hold the same row: split the work so each row is measured once")
     head = {k: v for k, v in loaded[0].items() if k not in ("dev_rows", "rows", "summary", "settings", "device")}
-    out.write_text(json.dumps({**head, "settings": loaded[0]["settings"],
-                               "parts": [{"file": p.name, "settings": d["settings"], "device": d["device"],
-                                          "conditions": sorted({r["condition"] for r in d["rows"]})}
-                                         for p, d in zip(parts, loaded)],
-                               "device": sorted({d["device"] for d in loaded}),
-                               "dev_rows": [r for d in loaded for r in d["dev_rows"]], "rows": rows,
-                               "summary": summary_of(rows)}, indent=1))
+    write_result(out, {**head, "settings": loaded[0]["settings"],
+                       "parts": [{"file": p.name, "settings": d["settings"], "device": d["device"],
+                                  "conditions": sorted({r["condition"] for r in d["rows"]})}
+                                 for p, d in zip(parts, loaded)],
+                       "device": sorted({d["device"] for d in loaded}),
+                       "dev_rows": [r for d in loaded for r in d["dev_rows"]], "rows": rows, "summary": summary_of(rows)})
 
 
 def _kept(conditions: tuple[str, ...]) -> tuple[str, ...]:

@@ -12,12 +12,11 @@ Results go to lmlib/results/ngram.json.
 
 from __future__ import annotations
 
-import json
 import platform
 import time
-from pathlib import Path
 
 import numpy as np
+from common import write_result
 from nltk.lm import KneserNeyInterpolated, Laplace, Lidstone
 from nltk.lm.vocabulary import Vocabulary
 
@@ -100,10 +99,7 @@ def main() -> None:
         print(f"lmlib {smoothing.upper()}5 on all PTB: test ppl {ppl_test:.2f} (Mikolov et al. 2011: 141.2), "
               f"fit {fit_s:.2f} s, evaluate {eval_s:.2f} s")
     results["full_ptb"] = full
-    out = Path(__file__).resolve().parents[2] / "lmlib" / "results" / "ngram.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(results, indent=1))
-    print(f"wrote {out.name}")
+    write_result("ngram", results)
 
 
 if __name__ == "__main__":

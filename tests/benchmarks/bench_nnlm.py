@@ -5,7 +5,7 @@ features per word, h = 100 tanh units, direct connections W on, batches of 256 s
 lr 1e-3, 5 epochs. Validation (every epoch) and test score every token of their split once, with the first
 n-1 contexts padded by <eos> (lmlib.models.nnlm.ngram_windows), so the perplexities compare with notebook 01's.
 
-    LMLIB_DATA_DIR=... nice -n 5 .venv/bin/python tests/benchmarks/train_nnlm.py --threads 1
+    LMLIB_DATA_DIR=... nice -n 5 .venv/bin/python tests/benchmarks/bench_nnlm.py --threads 1
     ... --max-batches 100 --epochs 1 --out /tmp/probe.json      # time a hundred batches first
 
 The JSON is rewritten and a resumable checkpoint saved after every epoch, so an interrupted run leaves its
@@ -20,7 +20,7 @@ import platform
 import time
 
 import torch
-from long_run import EpochReport, command_line
+from common import EpochReport, command_line
 
 from lmlib import Trainer, Vocab, seed_everything
 from lmlib.data import load_ptb

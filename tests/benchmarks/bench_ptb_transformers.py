@@ -18,17 +18,15 @@ import argparse
 import datetime
 import math
 import time
-from pathlib import Path
 
 import torch
-from machine import load, machine
-from result_file import write_result
+from common import load, machine, result_path, write_result
 
 from lmlib.data import load_ptb
 from lmlib.recipes import transformer_xl as X
 from lmlib.text.vocab import Vocab
 
-RESULTS = Path(__file__).resolve().parents[2] / "lmlib" / "results" / "ptb_transformers.json"
+RESULTS = result_path("ptb_transformers")
 MODEL = dict(num_layers=4, num_heads=4, d_model=128, segment_len=64, dropout=0.3)
 RECIPE = dict(batch_size=16, lr=2e-3, warmup=200)
 VARIANTS = {"gpt_style": "vanilla", "transformer_xl": "xl"}

@@ -36,11 +36,9 @@ import argparse
 import datetime
 import json
 import time
-from pathlib import Path
 
 import torch
-from machine import load, machine
-from result_file import write_result
+from common import load, machine, result_path, write_result
 
 from lmlib.eval.scaling import fit_power_law, non_embedding_parameters, training_flops
 from lmlib.models.gpt import GPT, GPTConfig
@@ -51,7 +49,7 @@ from lmlib.training.objectives import next_token_loss
 from lmlib.training.schedules import WarmupCosine, weight_decay_groups
 from lmlib.training.trainer import Trainer
 
-RESULTS = Path(__file__).resolve().parents[2] / "lmlib" / "results" / "scaling.json"
+RESULTS = result_path("scaling")
 SIZES = [(1, 32, 1), (2, 64, 2), (3, 96, 3), (4, 128, 4), (5, 160, 5), (6, 192, 6)]  # (num_layers, d_model, num_heads)
 CONTEXT, BATCH = 64, 16
 # lr 2e-3 (the shipped GPT's) for every size: in the lr_check section it is the best of 1e-3, 2e-3 and 4e-3 for the

@@ -31,12 +31,11 @@ import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import tokenizers  # noqa: E402
+from common import write_result
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers  # noqa: E402
 
 from lmlib.data import load_imdb  # noqa: E402
 from lmlib.text.tokenizers import BPE_SPECIALS, WORDPIECE_SPECIALS, ByteLevelBPE, WordPiece  # noqa: E402
-
-OUT = Path(__file__).resolve().parents[2] / "lmlib" / "results" / "tokenizers.json"
 
 
 def timed(fn, *args, **kwargs):
@@ -170,8 +169,7 @@ def main() -> None:
     report["note"] = ("tokenizers' WordPieceTrainer scores pairs by frequency; lmlib's 'likelihood' row has no "
                       "tokenizers counterpart, and its training time is compared with the same frequency trainer")
     if args.reviews is None:
-        OUT.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n")
-        print("wrote", OUT)
+        write_result("tokenizers", report, ensure_ascii=False)
 
 
 def _cpu_name() -> str:

@@ -12,7 +12,7 @@ A run counts as aborted when torchrun reports a worker killed by SIGABRT (the me
 an active exception": a gloo thread that could not take the interpreter's lock while it shut down). The two
 endings alternate, ``RUNS`` times each.
 
-    .venv/bin/python tests/benchmarks/stress_torchrun_exit.py   # writes results/torchrun_exit.json (about 6 minutes)
+    .venv/bin/python tests/benchmarks/bench_torchrun_exit.py   # writes lmlib/results/torchrun_exit.json (about 6 minutes)
 """
 
 from __future__ import annotations
@@ -24,11 +24,9 @@ import textwrap
 import time
 from pathlib import Path
 
-from local_launch import child_env, torchrun_command
-from machine import load, machine
-from result_file import write_result
+from common import child_env, load, machine, result_path, torchrun_command, write_result
 
-RESULTS = Path(__file__).resolve().parents[2] / "lmlib" / "results" / "torchrun_exit.json"
+RESULTS = result_path("torchrun_exit")
 RUNS = 60
 ENDINGS = ("normal", "exit_distributed")
 

@@ -30,17 +30,14 @@ import argparse
 import datetime
 import json
 import time
-from pathlib import Path
 
 import torch
-from machine import load, machine
-from over_seeds import mean_se
-from result_file import write_result
+from common import load, machine, mean_se, result_path, write_result
 
 from lmlib.recipes import transformer_xl as X
 from lmlib.recipes.gpt import shakespeare_chars
 
-RESULTS = Path(__file__).resolve().parents[2] / "lmlib" / "results" / "transformer_xl.json"
+RESULTS = result_path("transformer_xl")
 EVAL_MEMORIES = {"xl": [0, 32, 64, 128, 256, 512], "relative_no_memory": [0, 32, 64, 128, 256, 512],
                  "vanilla": [0, 64]}
 EVAL_STREAMS, EVAL_SKIP = 8, 512

@@ -18,9 +18,9 @@ import dataclasses
 import json
 import os
 import time
-from pathlib import Path
 
 import torch
+from common import write_result
 
 import lmlib
 from lmlib import Trainer
@@ -35,7 +35,6 @@ from lmlib.text.translation import (
 from lmlib.training.callbacks import GradientClipping, LRSchedule, TimeBudget
 from lmlib.training.objectives import seq2seq_loss, translation_loss
 
-RESULTS = Path(__file__).resolve().parents[2] / "lmlib" / "results" / "translation_budget.json"
 MAX_OUTPUT = 12
 DATA = dict(max_len=10, prefixes=SIMPLE_PREFIXES, min_freq=2, seed=0)
 BATCH_SIZE = 64
@@ -122,8 +121,7 @@ def main() -> None:
                    f"{args.seconds:g} --threads {args.threads}",
         "date": time.strftime("%Y-%m-%d"),
     }
-    RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(json.dumps(report, indent=1) + "\n")
+    write_result("translation_budget", report)
     print(json.dumps(report, indent=1))
 
 

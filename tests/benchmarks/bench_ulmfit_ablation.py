@@ -32,15 +32,14 @@ from pathlib import Path
 
 import bench_ulmfit_curve as C
 import torch
-from machine import load, machine
-from result_file import write_result
+from common import load, machine, result_path, write_result
 
 from lmlib.models.awd_lstm import AWDLSTMLanguageModel
 from lmlib.models.ulmfit import ULMFiTClassifier, extend_vocab
 from lmlib.recipes import ulmfit as U
 from lmlib.runtime import seed_everything
 
-RESULTS = Path(__file__).resolve().parents[2] / "lmlib" / "results" / "ulmfit_ablation.json"
+RESULTS = result_path("ulmfit_ablation")
 WHAT = ("ULMFiT (PTB-pretrained AWD-LSTM) on rt-polarity, one change to notebook 07's recorded recipe at a time, with "
         "all labelled snippets (and the best changes also at 100, 300 and 1,000 balanced labels); tested on the "
         "rt-polarity test split and SST-2 dev; one seed")

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 import torch
+from common import RESULTS, write_result
 
 from lmlib.models.awd_lstm import AWDLSTMConfig, AWDLSTMLanguageModel
 from lmlib.models.ulmfit import ULMFiTClassifier, extend_vocab
@@ -31,7 +32,7 @@ from lmlib.recipes import ulmfit as U
 from lmlib.runtime import seed_everything
 from lmlib.text.vocab import PAD
 
-RESULTS = Path(__file__).resolve().parents[2] / "lmlib" / "results"
+OUT = RESULTS
 SETTINGS = dict(
     seed=0, rt_test_frac=0.2, sizes=[100, 300, 1000, "all"], epochs=5, eta_top=0.01, batch_size=32, max_len=60,
     min_steps_per_epoch=10, lm_min_freq=2, lm_max_new=4000, lm_eta_max=4e-3, lm_max_steps=60,
@@ -109,10 +110,9 @@ def run(part: str):
                    "accuracy": acc, "n_test": len(test_labels), "steps": trainer.step, "seconds": seconds}
             out["results"].append(row)
             print(json.dumps(row), flush=True)
-        RESULTS.mkdir(exist_ok=True)
-        (RESULTS / f"ulmfit_curve_{part}.json").write_text(json.dumps(out, indent=2))
+        write_result(OUT / f"ulmfit_curve_{part}.json", out)
     out["total_seconds"] = time.perf_counter() - t0
-    (RESULTS / f"ulmfit_curve_{part}.json").write_text(json.dumps(out, indent=2))
+    write_result(OUT / f"ulmfit_curve_{part}.json", out)
 
 
 if __name__ == "__main__":
@@ -123,6 +123,6 @@ if __name__ == "__main__":
     args = parser.parse_args()
     if args.smoke:
         SETTINGS.update(sizes=[16], epochs=1, lm_max_steps=2)
-        RESULTS = Path("/tmp/ulmfit_smoke")
+        OUT = Path("/tmp/ulmfit_smoke")
     torch.set_num_threads(args.threads)
     run(args.part)

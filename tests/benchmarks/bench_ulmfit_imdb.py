@@ -52,10 +52,8 @@ import time
 from pathlib import Path
 
 import torch
-from dev_rates import best_rate as shared_best_rate
-from machine import load, machine
-from over_seeds import summarise
-from result_file import write_result
+from common import best_rate as shared_best_rate
+from common import load, machine, result_path, summarise, write_result
 
 from lmlib.data import load_imdb
 from lmlib.models.awd_lstm import AWDLSTMLanguageModel
@@ -63,7 +61,7 @@ from lmlib.models.ulmfit import ULMFiTClassifier
 from lmlib.recipes import ulmfit as U
 from lmlib.runtime import seed_everything
 
-RESULTS = Path(__file__).resolve().parents[2] / "lmlib" / "results" / "ulmfit_imdb.json"
+RESULTS = result_path("ulmfit_imdb")
 SETTINGS = dict(sizes=[100, 500, 1000, 5000, 25000], test_reviews=2500, test_seed=0, max_len=128, epochs=5,
                 eta_top=0.01, batch_size=32, min_steps_per_epoch=10, max_steps_per_epoch=160,
                 head=dict(p1=0.25, p2=0.1))
@@ -114,7 +112,7 @@ def dev_split(train_labels: list[int]) -> list[int]:
 
 
 def best_rate(dev_rows: list[dict]) -> float:
-    """The rate of the sweep with the highest dev accuracy; a tie goes to the smaller rate (dev_rates.best_rate)."""
+    """The rate of the sweep with the highest dev accuracy; a tie goes to the smaller rate (common.best_rate)."""
     return shared_best_rate(dev_rows, rate="eta_top")
 
 
@@ -189,7 +187,7 @@ def hash_words(words) -> str:
 
 
 def summarize(rows: list[dict]) -> list[dict]:
-    """Mean and standard error over seeds per (variant, labels, max_len) (over_seeds.summarise; the se is None for
+    """Mean and standard error over seeds per (variant, labels, max_len) (common.summarise; the se is None for
     one seed), in the order of VARIANTS."""
     return sorted(summarise(rows, ("variant", "n_labels", "max_len")),
                   key=lambda s: (list(VARIANTS).index(s["variant"]), s["max_len"], s["n_labels"]))

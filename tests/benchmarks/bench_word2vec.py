@@ -10,14 +10,13 @@ by lmlib.eval.word_eval (which agrees with gensim's own evaluators, see tests/te
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import time
-from pathlib import Path
 
 import gensim
 import torch
+from common import write_result
 from gensim.models import Word2Vec as GensimWord2Vec
 
 from lmlib.data import load_analogies, load_ptb, load_simlex999, load_wordsim353
@@ -85,14 +84,11 @@ def main() -> None:
 
 def write(results: list, load_at_start: list) -> None:
     """Write after every setting, so a run cut short still leaves what it measured."""
-    out = Path(__file__).resolve().parents[2] / "lmlib" / "results" / "word2vec.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
     meta = {"corpus": "PTB train (887,521 words, 42,068 sentences)", "threads": 2, "torch": torch.__version__,
             "gensim": gensim.__version__, "python": platform.python_version(),
             "machine": f"{platform.machine()}, 2 cores shared with other jobs (see load averages)",
             "load_average_at_start": load_at_start, "load_average_now": list(os.getloadavg())}
-    out.write_text(json.dumps({"meta": meta, "results": results}, indent=1) + "\n")
-    print(f"wrote lmlib/results/{out.name}", flush=True)
+    write_result("word2vec", {"meta": meta, "results": results})
 
 
 if __name__ == "__main__":

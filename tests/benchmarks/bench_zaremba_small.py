@@ -5,7 +5,7 @@ norm clipped at 5, every parameter initialised U(-0.1, 0.1), no dropout. Publish
 The loss here is the per-token mean, so the same updates use lr 1 * 20 and clip 5 / 20 (see
 lmlib.models.rnn_lm.TrainSettings). Validation and test are read as one stream (batch 1), like the paper's code.
 
-    LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/train_zaremba_small.py --threads 1
+    LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/bench_zaremba_small.py --threads 1
     ... --max-batches 300 --epochs 1 --out /tmp/probe.json      # time a few hundred batches first
 
 The JSON is rewritten and a resumable checkpoint saved after every epoch, so an interrupted run leaves its
@@ -20,7 +20,7 @@ import platform
 import time
 
 import torch
-from long_run import EpochReport, command_line
+from common import EpochReport, command_line
 
 from lmlib import Trainer, Vocab, seed_everything
 from lmlib.data import load_ptb
