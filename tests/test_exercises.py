@@ -42,6 +42,8 @@ STILL_FAILING: dict[str, str] = {}
 CHECKS = {"check_prediction", "check_value", "check_function"}
 # lmlib names that are the checks themselves, not references
 NOT_REFERENCES = CHECKS | {"exercises"}
+# what a check prints when nothing was attempted; any text after it is a hint shown too early
+UNATTEMPTED_WITH_MORE = re.compile(r"^NOT YET .*?: (?:no answer yet|the function is not written yet)\.\s*\S")
 WRONG_ATTEMPT = re.compile(r"^NOT YET .*?(: got |expected |raised )")
 PREDICTION_LINE = re.compile(
     r"^(?:NO PREDICTION|RIGHT|WRONG) (?P<name>.*?): .*?the run measured (?P<got>.*?)"
@@ -431,6 +433,10 @@ def hint_problems(nb: Notebook) -> list[str]:
                     hints.append((check, piece.strip()))
     for cell, text in nb.outputs.items():
         for line in text.splitlines():
+            if UNATTEMPTED_WITH_MORE.match(line):
+                problems.append(f"{nb.path.name} cell {cell} says more than 'not yet' before any attempt (a hint): "
+                                f"{line[:120]!r}")
+                continue
             for check, piece in hints:
                 if piece in line and not WRONG_ATTEMPT.match(line):
                     problems.append(f"{nb.path.name} cell {cell} shows the hint of "
