@@ -119,12 +119,6 @@ def shipped_sha256(checkpoint: str) -> str:
     return report["sha256"][_weights(report)]
 
 
-def require_checkpoint(result: str, recorded_sha256: str, checkpoint: str) -> None:
-    """Refuse the committed result ``result`` unless it was measured with the shipped ``checkpoint``."""
-    refuse_another_checkpoint(result, recorded_sha256, shipped_sha256(checkpoint),
-                              "the script that wrote it (its name is in the file's 'command')")
-
-
 def load_for_shipped(result: str, checkpoint: str, **check) -> dict:
     """The committed result ``result``, refused unless it was measured on the shipped ``checkpoint`` (``check``:
     ``sha_field``, ``recipe``, ... as in :func:`load_checked`)."""
@@ -273,8 +267,7 @@ def transfer_rows() -> list[dict]:
     def add(dataset, family, method, r, n_test, source):
         rows.append(_row(r, dataset=dataset, family=family, method=method) | dict(n_test=n_test, source=source))
 
-    elmo = load("elmo_transfer")
-    require_checkpoint("elmo_transfer", elmo["pretrained"]["sha256"], "elmo_imdb")
+    elmo = load_for_shipped("elmo_transfer", "elmo_imdb", sha_field="pretrained.sha256")
     elmo_family = {"ELMo (scalar mix)": "ELMo", "static vectors (char-CNN layer)": "ELMo",
                    "from scratch (bag of embeddings)": "from scratch", "from scratch + ELMo (the paper's use)": "ELMo"}
     for r in elmo["results"]:
@@ -282,16 +275,14 @@ def transfer_rows() -> list[dict]:
         add("IMDb", elmo_family[r["method"]], f"ELMo study: {r['method']}",
             dict(r, se=r["se"] if seeds > 1 else None, seeds=seeds), r["n_test"], "elmo_transfer")
 
-    gpt = load("gpt_finetune")
-    require_checkpoint("gpt_finetune", gpt["checkpoint_sha256"], "gpt_imdb")
+    gpt = load_for_shipped("gpt_finetune", "gpt_imdb")
     gpt_names = {"gpt_aux": ("GPT", "GPT fine-tuned, λ = 0.5"), "gpt": ("GPT", "GPT fine-tuned, λ = 0"),
                  "scratch": ("from scratch", "GPT architecture, random init"),
                  "scratch_at_recipe_rate": ("from scratch", "GPT architecture, random init, at GPT's rate 5e-4")}
     for r in gpt["summary"]:
         add("IMDb", *gpt_names[r["condition"]], r, gpt["settings"]["n_test"], "gpt_finetune")
 
-    bert = load("bert_finetune")
-    require_checkpoint("bert_finetune", bert["checkpoint_sha256"], "bert_imdb")
+    bert = load_for_shipped("bert_finetune", "bert_imdb")
     tests = {(r["task"], r["condition"], r["n_labels"]): r.get("n_test") for r in bert["rows"]}
     bert_names = {"bert": ("BERT", "BERT fine-tuned"), "scratch": ("from scratch", "BERT architecture, random init"),
                   "scratch_at_recipe_rate": ("from scratch", "BERT architecture, random init, at BERT's rate 5e-4")}
@@ -299,17 +290,14 @@ def transfer_rows() -> list[dict]:
         add({"imdb": "IMDb", "sst2": "SST-2 dev"}[r["task"]], *bert_names[r["condition"]], r,
             tests.get((r["task"], r["condition"], r["n_labels"])), "bert_finetune")
 
-    features = load("bert_features")
-    require_checkpoint("bert_features", features["checkpoint_sha256"], "bert_imdb")
-    imdb = features["imdb"]
+    imdb = load_for_shipped("bert_features", "bert_imdb")["imdb"]
     for init, family in (("pretrained", "BERT"), ("random", "from scratch")):
         best = max((r for r in imdb["rows"] if r["init"] == init), key=lambda r: r["accuracy"])
         add("IMDb", family, f"BERT features ({init} weights), best layer: {best['features']}",
             dict(n_labels=imdb["train_reviews"], mean=best["accuracy"], se=None, seeds=1), imdb["test_reviews"],
             "bert_features")
 
-    ulmfit = load("ulmfit_imdb")
-    require_checkpoint("ulmfit_imdb", ulmfit["checkpoint"]["imdb_sha256"], "ulmfit_imdb")
+    ulmfit = load_for_shipped("ulmfit_imdb", "ulmfit_imdb", sha_field="checkpoint.imdb_sha256")
     ulmfit_names = {"ulmfit": ("ULMFiT", "ULMFiT (PTB LM fine-tuned on IMDb)"),
                     "scratch": ("from scratch", "AWD-LSTM classifier, random init")}
     for r in ulmfit["summary"]:
@@ -318,9 +306,8 @@ def transfer_rows() -> list[dict]:
 
     for part, family, method in (("ulmfit", "ULMFiT", "ULMFiT (PTB-pretrained AWD-LSTM)"),
                                  ("scratch", "from scratch", "AWD-LSTM classifier, random init")):
-        curve = load(f"ulmfit_curve_{part}")
-        if part == "ulmfit":
-            require_checkpoint("ulmfit_curve_ulmfit", curve["pretrained"]["sha256"], "awd_lstm_ptb")
+        curve = load_for_shipped("ulmfit_curve_ulmfit", "awd_lstm_ptb", sha_field="pretrained.sha256") \
+            if part == "ulmfit" else load("ulmfit_curve_scratch")
         for r in curve["results"]:
             if r["dataset"] == "sst2":
                 add("SST-2 dev", family, method, dict(r, mean=r["accuracy"], se=None, seeds=1), r["n_test"],

@@ -1,6 +1,6 @@
 """AWD-LSTM ablation on the Penn Treebank at a small, fixed CPU budget: one regularizer removed at a time.
 
-    nice -n 10 .venv/bin/python tests/benchmarks/bench_awd_ablation.py      (LMLIB_DATA_DIR set; ~10 min, 1 thread)
+    nice -n 10 .venv/bin/python tests/benchmarks/bench_awd_ablation.py      (LMLIB_DATA_DIR set, one thread)
 
 Every variant trains the same small AWD-LSTM (3 layers, emb 64, hidden 128, tied) with the same seed
 for the same number of steps on the first TRAIN_TOKENS tokens of PTB train. The slice is small so that

@@ -12,7 +12,7 @@ Tokens per second = the run's ``tokens_seen`` / ``train_seconds`` from its ``pre
 no start-up, tokenizer or evaluation). Each set-up runs ``ROUNDS`` times in rotating order and the median is kept,
 with the load before and after. The final losses are recorded too: two processes must train the same model.
 
-    .venv/bin/python tests/benchmarks/bench_ddp.py     # writes lmlib/results/ddp.json (about 5 minutes)
+    .venv/bin/python tests/benchmarks/bench_ddp.py     # writes lmlib/results/ddp.json
 """
 
 from __future__ import annotations

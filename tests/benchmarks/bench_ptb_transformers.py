@@ -7,7 +7,7 @@ of 64 words, dropout 0.3 (PTB is small: without dropout these models overfit wit
 warm-up and cosine, the same steps for both. Validation and test perplexity per word, reading the text as 8 parallel
 streams in segments of 64 (Transformer-XL with its memory of 64 per layer), every word scored.
 
-    nice -n 10 .venv/bin/python tests/benchmarks/bench_ptb_transformers.py     # ~35 min on one thread
+    nice -n 10 .venv/bin/python tests/benchmarks/bench_ptb_transformers.py     # one thread
 
 writes lmlib/results/ptb_transformers.json.
 """

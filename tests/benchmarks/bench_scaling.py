@@ -23,11 +23,11 @@ linear warm-up over min(100, steps/10) steps then cosine to 5% (``WarmupCosine``
 at a few rates and writes the ``lr_check`` section. The default run writes everything else; each keeps the other's
 section of lmlib/results/scaling.json (written atomically).
 
-    nice -n 10 .venv/bin/python tests/benchmarks/bench_scaling.py --lr-check   # 9 minutes
-    nice -n 10 .venv/bin/python tests/benchmarks/bench_scaling.py              # 29 minutes on one thread
+    nice -n 10 .venv/bin/python tests/benchmarks/bench_scaling.py --lr-check
+    nice -n 10 .venv/bin/python tests/benchmarks/bench_scaling.py              # one thread
 
-(times measured on a 2-core AMD EPYC with the other core busy, load average about 2), with LMLIB_DATA_DIR pointing
-at the data mirror and LMLIB_OFFLINE=1 where there is no network.
+with LMLIB_DATA_DIR pointing at the data mirror and LMLIB_OFFLINE=1 where there is no network (the result records
+the seconds of each run, the machine and its load).
 """
 
 from __future__ import annotations

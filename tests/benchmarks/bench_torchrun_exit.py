@@ -12,7 +12,7 @@ A run counts as aborted when torchrun reports a worker killed by SIGABRT (the me
 an active exception": a gloo thread that could not take the interpreter's lock while it shut down). The two
 endings alternate, ``RUNS`` times each.
 
-    .venv/bin/python tests/benchmarks/bench_torchrun_exit.py   # writes lmlib/results/torchrun_exit.json (about 6 minutes)
+    .venv/bin/python tests/benchmarks/bench_torchrun_exit.py   # writes lmlib/results/torchrun_exit.json
 """
 
 from __future__ import annotations

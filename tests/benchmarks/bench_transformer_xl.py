@@ -18,7 +18,7 @@ evaluation against a sliding window that gives each token the same context (batc
 the first seed). Seeds change the initial weights; the held-out losses are reported per seed and as mean ± standard
 error.
 
-    nice -n 10 .venv/bin/python tests/benchmarks/bench_transformer_xl.py             # 3 seeds, ~40 min, one thread
+    nice -n 10 .venv/bin/python tests/benchmarks/bench_transformer_xl.py             # 3 seeds, one thread
     nice -n 10 .venv/bin/python tests/benchmarks/bench_transformer_xl.py --seeds 1 2 --add   # more seeds, same file
 
 writes lmlib/results/transformer_xl.json.

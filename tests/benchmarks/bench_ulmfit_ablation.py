@@ -20,7 +20,7 @@ LM fine-tuning unless the variant says otherwise, same data, same epochs unless 
     nice -n 10 .venv/bin/python tests/benchmarks/bench_ulmfit_ablation.py --variants neither --sizes 100 300 1000 --out PART
     .venv/bin/python tests/benchmarks/bench_ulmfit_ablation.py --merge PART1 PART2 ...
 
-writes lmlib/results/ulmfit_ablation.json (each variant ~4-9 min on one thread).
+writes lmlib/results/ulmfit_ablation.json (one thread; each row records its seconds).
 """
 
 from __future__ import annotations
