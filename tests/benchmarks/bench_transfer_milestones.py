@@ -149,7 +149,9 @@ def main(argv=None) -> int:
     previous = json.loads(args.out.read_text()) if args.out.is_file() else None
     same = previous is not None and previous["settings"] == json.loads(json.dumps(settings))
     done = {json.dumps(c["sha256"], sort_keys=True): c for c in previous["checkpoints"]} if same else {}
-    result = {"what": __doc__.split("\n\n")[0], "command": " ".join(["bench_transfer_milestones.py", *sys.argv[1:]]),
+    result = {"what": __doc__.split("\n\n")[0], "command": " ".join(["nice -n 5 env OMP_NUM_THREADS=1 .venv/bin/python",
+                                                                      "tests/benchmarks/bench_transfer_milestones.py",
+                                                                      *(argv if argv is not None else sys.argv[1:])]),
               "settings": settings, "checkpoints": [], "bow": previous.get("bow", {}) if same else {},
               "machine": machine("sklearn"), "load_before": load()}
     data, excluded = probe_data(settings)

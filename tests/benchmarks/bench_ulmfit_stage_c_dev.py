@@ -15,8 +15,11 @@ A setting is (η, epochs, stage multiplier m): each epoch, i.e. each unfreezing 
 length (``min_steps_per_epoch = m * max(10, batches in one pass)``, capped at ``m * 160`` steps).
 Today's setting (gpu_transfer.py) is 5 epochs, m = 1, factor 2.6, η chosen on the same dev split.
 
-Rows are written as they come (through result_file.write_result), and a rerun with the same settings and
-checkpoint keeps them, so the run can stop and go on. Then, per condition and label count, the setting with the
+The runs go in the order of ``RUNS``, most telling first, until ``--deadline``; today's schedule at 1,000 labels
+was already swept on the same split, sample and checkpoint by gpu_transfer.py, so its dev rows are copied (marked
+``"from"``) once the one row run here again reproduces its number. Rows are written as they come (through
+result_file.write_result), and a rerun with the same checkpoint and settings keeps them, so the run can stop and
+go on. Then, per condition and label count, the setting with the
 best mean dev accuracy over the seeds it ran with is ``chosen`` (ties to fewer steps, then the smaller η).
 
     LMLIB_DATA_DIR=... nice -n 5 env OMP_NUM_THREADS=1 .venv/bin/python tests/benchmarks/bench_ulmfit_stage_c_dev.py
@@ -36,7 +39,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from dev_rates import dev_split  # noqa: E402
 from machine import load, machine  # noqa: E402
-from result_file import kept_rows, write_result  # noqa: E402
+from result_file import write_result  # noqa: E402
 
 from lmlib.data import load_imdb  # noqa: E402
 from lmlib.models.awd_lstm import AWDLSTMLanguageModel  # noqa: E402
@@ -46,17 +49,26 @@ from lmlib.runtime import seed_everything  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 NAME = "ulmfit_stage_c_dev.json"
-# (condition, n_labels, seed) blocks in the order they run: the headline at 1,000 labels first
-BLOCKS = [("ulmfit", 1000, 0), ("ulmfit", 100, 0), ("ulmfit_flat", 1000, 0), ("ulmfit_flat", 100, 0),
-          ("ulmfit", 100, 1), ("ulmfit_flat", 100, 1)]
+CONDITIONS = {"ulmfit": dict(gradual=True, factor=2.6), "ulmfit_flat": dict(gradual=False, factor=1.0)}
+# (condition, n_labels, seed, η, epochs, m), most telling first: the shared 2-core machine allows a few thousand steps,
+# and a run that reaches its deadline keeps what it measured
+RUNS = [("ulmfit", 1000, 0, 0.01, 5, 1), ("ulmfit", 1000, 0, 0.03, 10, 1), ("ulmfit", 1000, 0, 0.03, 5, 2),
+        ("ulmfit", 100, 0, 0.01, 5, 1), ("ulmfit", 100, 0, 0.03, 5, 1), ("ulmfit", 100, 0, 0.03, 10, 1),
+        ("ulmfit", 100, 0, 0.03, 5, 2), ("ulmfit", 1000, 0, 0.01, 10, 1), ("ulmfit_flat", 1000, 0, 0.01, 10, 1),
+        ("ulmfit_flat", 100, 0, 0.003, 5, 1), ("ulmfit_flat", 100, 0, 0.01, 5, 1), ("ulmfit_flat", 100, 0, 0.01, 10, 1),
+        ("ulmfit", 1000, 0, 0.01, 5, 2), ("ulmfit", 100, 1, 0.01, 5, 1), ("ulmfit", 100, 1, 0.03, 5, 1),
+        ("ulmfit", 100, 1, 0.03, 10, 1), ("ulmfit", 100, 1, 0.03, 5, 2)]
+# today's schedule at 1,000 labels, seed 0, was swept by gpu_transfer.py on the same split, samples, checkpoint and code
+# (its dev rows); they are copied, marked "from", once the row this script runs again (η = 0.01) gives the same number
+COPIED = "gpu_transfer_ulmfit.json"
 SETTINGS = dict(
     max_len=128, batch_size=32, base_min_steps=10, base_max_steps=160, head=dict(p1=0.25, p2=0.1),
-    conditions={"ulmfit": dict(gradual=True, factor=2.6, etas=[0.01, 0.03], epochs_m=[[5, 1], [5, 2], [10, 1]]),
-                "ulmfit_flat": dict(gradual=False, factor=1.0, etas=[0.003, 0.01], epochs_m=[[5, 1], [10, 1]])},
-    blocks=BLOCKS, dev="dev_rates.dev_split: 1,000 balanced training reviews outside the 1,000-label samples of seeds 0-2",
+    conditions=CONDITIONS, runs=RUNS, copied=COPIED,
+    dev="dev_rates.dev_split: 1,000 balanced training reviews outside the 1,000-label samples of seeds 0-2",
     today=dict(epochs=5, m=1, factor=2.6, source="gpu_transfer.py's ulmfit settings; its η was chosen on the same dev "
                "split (gpu_transfer_ulmfit.json dev_rows)"),
 )
+BASE = ("max_len", "batch_size", "base_min_steps", "base_max_steps", "head", "conditions", "dev")
 
 
 def results_dir() -> Path:
@@ -102,6 +114,54 @@ def choose(rows: list[dict]) -> list[dict]:
     return out
 
 
+def key(row: dict) -> tuple:
+    return row["condition"], row["n_labels"], row["seed"], row["eta"], row["epochs"], row["m"]
+
+
+def kept(path: Path, settings: dict, sha: str) -> list[dict]:
+    """The rows of an earlier run at ``path`` measured with the same checkpoint and the same settings (the run list
+    aside), so that a stopped run goes on, and a longer or reordered run list keeps what was measured."""
+    if not path.is_file():
+        return []
+    previous = json.loads(path.read_text())
+    def base(s: dict) -> dict:  # the conditions by their schedule alone (an earlier version listed grids there too)
+        return {**{k: s.get(k) for k in BASE}, "conditions": {c: {k: v[k] for k in ("gradual", "factor")}
+                                                              for c, v in s["conditions"].items()}}
+
+    same = base(previous["settings"]) == base(json.loads(json.dumps(settings)))
+    return previous["rows"] if same and previous["checkpoint_sha256"] == sha else []
+
+
+def copied_rows(rows: list[dict], sha: str) -> list[dict]:
+    """gpu_transfer_ulmfit.json's dev rows (today's schedule: 5 epochs, m = 1, at 1,000 labels, seed 0) that this
+    run did not measure, marked ``"from"``; none unless that file measured this checkpoint and a row measured here
+    again (same condition and η) gave the same dev accuracy, i.e. the same split, sample, code and checkpoint."""
+    theirs = json.loads((results_dir() / COPIED).read_text())
+    if theirs["checkpoint"]["sha256"].get("ulmfit_imdb.safetensors") != sha:
+        return []
+    settings = theirs["settings"]["ulmfit"]
+    if (settings["epochs"], settings["max_len"], settings["batch_size"], settings["min_steps_per_epoch"],
+            settings["max_steps_per_epoch"]) != (5, SETTINGS["max_len"], SETTINGS["batch_size"],
+                                                 SETTINGS["base_min_steps"], SETTINGS["base_max_steps"]):
+        return []
+    ours = {key(r): r for r in rows if "from" not in r}
+    out, checked = [], False
+    for r in theirs["dev_rows"]:
+        if r["condition"] not in CONDITIONS:
+            continue
+        row = {"condition": r["condition"], "n_labels": r["n_labels"], "seed": r["seed"], "eta": r["lr"],
+               "factor": CONDITIONS[r["condition"]]["factor"], "epochs": 5, "m": 1,
+               "steps_per_stage": r["steps"] // 5, "steps": r["steps"], "dev_accuracy": r["dev_accuracy"]}
+        again = ours.get(key(row))
+        if again is not None:
+            if round(again["dev_accuracy"], 3) != round(row["dev_accuracy"], 3):
+                return []
+            checked = True
+        else:
+            out.append({**row, "from": COPIED})
+    return out if checked else []
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--checkpoint", type=Path, default=None, help="stage (b) LM folder (default: the staged GPU one)")
@@ -116,10 +176,9 @@ def main(argv=None) -> int:
     lm, vocab = U.load_pretrained(checkpoint, **U.IMDB_RECIPE["dropouts"])  # checks every file's sha256
     settings = json.loads(json.dumps(SETTINGS))
     if args.smoke:
-        settings.update(blocks=[["ulmfit", 16, 0]], conditions={"ulmfit": dict(
-            gradual=True, factor=2.6, etas=[0.01], epochs_m=[[1, 1]])}, base_min_steps=1, base_max_steps=2)
+        settings.update(runs=[["ulmfit", 16, 0, 0.01, 1, 1]], copied=None, base_min_steps=1, base_max_steps=2)
     out = args.out or (results_dir() / NAME)
-    rows = kept_rows(out, settings, sha)
+    rows = kept(out, settings, sha)
     train = load_imdb("train")
     dev_texts, dev_labels = dev_split(list(train.texts), list(train.labels))
     if args.smoke:
@@ -141,37 +200,37 @@ def main(argv=None) -> int:
         write_result(out, {**head, "rows": rows, "choice": choose(rows) if rows else [], "load_after": load()})
 
     start = time.perf_counter()
-    done = {(r["condition"], r["n_labels"], r["seed"], r["eta"], r["epochs"], r["m"]) for r in rows}
-    for condition, n, seed in settings["blocks"]:
+    samples = {}
+    for condition, n, seed, eta, epochs, m in settings["runs"]:
+        if any(key(r) == (condition, n, seed, eta, epochs, m) and "from" not in r for r in rows):
+            continue
+        if args.deadline is not None and time.perf_counter() - start > args.deadline:
+            print("deadline reached", flush=True)
+            break
+        if (n, seed) not in samples:
+            texts, labels = U.sample_balanced(train.texts, train.labels, n, seed=seed)
+            samples[n, seed] = (encode(texts), labels)
+        ids, labels = samples[n, seed]
         spec = settings["conditions"][condition]
-        texts, labels = U.sample_balanced(train.texts, train.labels, n, seed=seed)
-        ids = encode(texts)
-        for eta in spec["etas"]:
-            for epochs, m in spec["epochs_m"]:
-                if (condition, n, seed, eta, epochs, m) in done:
-                    continue
-                if args.deadline is not None and time.perf_counter() - start > args.deadline:
-                    save()
-                    print("deadline reached", flush=True)
-                    return 0
-                seed_everything(seed)
-                fresh = AWDLSTMLanguageModel(lm.config)
-                fresh.encoder.load_state_dict(lm.encoder.state_dict())
-                model = ULMFiTClassifier(fresh.encoder, 2, **settings["head"])
-                low, high = stage_steps(n, m, settings)
-                t = time.perf_counter()
-                trainer = U.train_classifier(model, ids, labels, epochs, eta, gradual=spec["gradual"],
-                                             factor=spec["factor"], batch_size=settings["batch_size"],
-                                             max_len=settings["max_len"], min_steps_per_epoch=low,
-                                             max_steps_per_epoch=high, seed=seed)
-                seconds = time.perf_counter() - t
-                acc = U.accuracy(model, dev_ids, dev_labels, max_len=settings["max_len"])
-                row = {"condition": condition, "n_labels": n, "seed": seed, "eta": eta, "factor": spec["factor"],
-                       "epochs": epochs, "m": m, "steps_per_stage": trainer.step // epochs, "steps": trainer.step,
-                       "dev_accuracy": acc, "train_seconds": round(seconds, 1)}
-                rows.append(row)
-                print(json.dumps(row), flush=True)
-                save()
+        seed_everything(seed)
+        fresh = AWDLSTMLanguageModel(lm.config)
+        fresh.encoder.load_state_dict(lm.encoder.state_dict())
+        model = ULMFiTClassifier(fresh.encoder, 2, **settings["head"])
+        low, high = stage_steps(n, m, settings)
+        t = time.perf_counter()
+        trainer = U.train_classifier(model, ids, labels, epochs, eta, gradual=spec["gradual"], factor=spec["factor"],
+                                     batch_size=settings["batch_size"], max_len=settings["max_len"],
+                                     min_steps_per_epoch=low, max_steps_per_epoch=high, seed=seed)
+        seconds = time.perf_counter() - t
+        acc = U.accuracy(model, dev_ids, dev_labels, max_len=settings["max_len"])
+        row = {"condition": condition, "n_labels": n, "seed": seed, "eta": eta, "factor": spec["factor"],
+               "epochs": epochs, "m": m, "steps_per_stage": trainer.step // epochs, "steps": trainer.step,
+               "dev_accuracy": acc, "train_seconds": round(seconds, 1)}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        if settings["copied"]:
+            rows[:] = [r for r in rows if "from" not in r] + copied_rows(rows, sha)
+        save()
     save()
     for c in choose(rows):
         print(json.dumps(c), flush=True)

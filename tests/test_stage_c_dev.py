@@ -1,0 +1,49 @@
+"""tests/benchmarks/bench_ulmfit_stage_c_dev.py: stage (c)'s settings chosen by dev accuracy alone, and rows of an
+earlier sweep copied only when a row measured again reproduces them."""
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "benchmarks"))
+
+import bench_ulmfit_stage_c_dev as D  # noqa: E402
+
+
+def row(eta, epochs, m, seed, acc, condition="ulmfit", n=1000, steps=160):
+    return dict(condition=condition, n_labels=n, seed=seed, eta=eta, epochs=epochs, m=m, steps=steps,
+                dev_accuracy=acc)
+
+
+def test_the_setting_with_the_best_mean_over_its_seeds_is_chosen_among_those_run_with_every_seed():
+    rows = [row(0.01, 5, 1, 0, 0.60), row(0.01, 5, 1, 1, 0.70),   # mean .65
+            row(0.03, 10, 1, 0, 0.66, steps=320), row(0.03, 10, 1, 1, 0.62, steps=320),  # mean .64
+            row(0.03, 5, 2, 0, 0.90, steps=320)]  # seed 0 only: not compared
+    (choice,) = D.choose(rows)
+    assert (choice["chosen"]["eta"], choice["chosen"]["epochs"], choice["chosen"]["m"]) == (0.01, 5, 1)
+    assert choice["settings_compared"] == 2 and choice["today_schedule_best"]["eta"] == 0.01
+    # a tie goes to fewer steps
+    (tie,) = D.choose([row(0.03, 10, 1, 0, 0.7, steps=320), row(0.01, 5, 1, 0, 0.7)])
+    assert tie["chosen"]["steps"] == 160
+
+
+def test_stage_steps_scale_todays_unfreezing_stage():
+    assert D.stage_steps(1000, 1) == (32, 160) and D.stage_steps(1000, 2) == (64, 320)
+    assert D.stage_steps(100, 1) == (10, 160) and D.stage_steps(100, 2) == (20, 320)  # at least 10 steps a stage
+
+
+def test_an_earlier_sweep_is_copied_only_when_a_row_run_again_gives_its_number(tmp_path, monkeypatch):
+    sha = "ab" * 32
+    theirs = {"checkpoint": {"sha256": {"ulmfit_imdb.safetensors": sha}},
+              "settings": {"ulmfit": dict(epochs=5, max_len=128, batch_size=32, min_steps_per_epoch=10,
+                                          max_steps_per_epoch=160)},
+              "dev_rows": [dict(condition="ulmfit", lr=lr, n_labels=1000, seed=0, dev_accuracy=acc, steps=160)
+                           for lr, acc in ((0.003, 0.631), (0.01, 0.644), (0.03, 0.664))]
+              + [dict(condition="scratch", lr=0.003, n_labels=1000, seed=0, dev_accuracy=0.7, steps=160)]}
+    (tmp_path / D.COPIED).write_text(json.dumps(theirs))
+    monkeypatch.setattr(D, "results_dir", lambda: tmp_path)
+    copied = D.copied_rows([row(0.01, 5, 1, 0, 0.644)], sha)
+    assert sorted(r["eta"] for r in copied) == [0.003, 0.03] and all(r["from"] == D.COPIED for r in copied)
+    assert D.copied_rows([row(0.01, 5, 1, 0, 0.650)], sha) == []  # not reproduced
+    assert D.copied_rows([row(0.03, 10, 1, 0, 0.7)], sha) == []  # nothing run again
+    assert D.copied_rows([row(0.01, 5, 1, 0, 0.644)], "cd" * 32) == []  # another checkpoint
