@@ -4,9 +4,10 @@ import math
 
 import pytest
 import torch
+from host_reads import no_host_reads
 from torch import nn
 
-from lmlib.models.awd_lstm import AWDLSTMConfig, AWDLSTMEncoder, AWDLSTMLanguageModel
+from lmlib.models.awd_lstm import AWDLSTMConfig, AWDLSTMEncoder, AWDLSTMLanguageModel, check_inputs
 from lmlib.text.batching import batchify, bptt_batches
 from lmlib.training.awd_training import (
     activation_penalty,
@@ -52,10 +53,14 @@ def test_shapes_state_and_stored_outputs():
     assert len(model.last_raw_outputs) == 3
     logits2, _ = model(ids, state)
     assert logits2.shape == logits.shape
-    with pytest.raises(ValueError, match="state of layer 0"):
-        model(torch.randint(0, 30, (3, 7)), state)
-    with pytest.raises(ValueError, match="batch, time"):
-        model(torch.randint(0, 30, (7,)))
+    check_inputs(model, ids, state)
+    for args, named in [((torch.randint(0, 30, (3, 7)), state), "layer 0"), ((torch.randint(0, 30, (7,)),), "(7,)"),
+                        ((ids + 30,), str(int(ids.max()) + 30))]:
+        with pytest.raises(ValueError) as err:
+            check_inputs(model, *args)
+        assert named in str(err.value), (named, str(err.value))
+    with no_host_reads():
+        model(ids, state)
 
 
 def test_weights_are_tied_and_share_one_tensor():

@@ -5,11 +5,12 @@ import json
 
 import pytest
 import torch
+from host_reads import no_host_reads
 from torch import nn
 
 from lmlib.data import sha256_of
 from lmlib.models.awd_lstm import AWDLSTMConfig, AWDLSTMLanguageModel
-from lmlib.models.ulmfit import PoolingClassifierHead, ULMFiTClassifier, concat_pool, extend_vocab
+from lmlib.models.ulmfit import PoolingClassifierHead, ULMFiTClassifier, check_inputs, concat_pool, extend_vocab
 from lmlib.recipes.ulmfit import PRETRAINED_DIR, load_pretrained, save_pretrained
 from lmlib.text.batching import classification_batches
 from lmlib.text.vocab import Vocab
@@ -36,13 +37,23 @@ def test_concat_pool_by_hand_with_padding():
     assert torch.allclose(concat_pool(H, mask), expected)
 
 
-def test_concat_pool_rejects_bad_shapes_and_empty_rows():
-    with pytest.raises(ValueError, match="batch, time, d"):
-        concat_pool(torch.zeros(2, 3), torch.ones(2, 3, dtype=torch.bool))
-    with pytest.raises(ValueError, match="mask"):
-        concat_pool(torch.zeros(2, 3, 4), torch.ones(2, 4, dtype=torch.bool))
-    with pytest.raises(ValueError, match="no real tokens"):
-        concat_pool(torch.zeros(2, 3, 4), torch.tensor([[1, 1, 0], [0, 0, 0]], dtype=torch.bool))
+def test_bad_batches_are_refused_by_check_inputs_naming_the_value():
+    model = _tiny_classifier()
+    ids, mask = torch.ones(2, 3, dtype=torch.long), torch.tensor([[1, 1, 0], [1, 0, 0]], dtype=torch.bool)
+    check_inputs(model, ids, mask)
+    cases = [((ids, mask[:, :2]), "(2, 2)"), ((ids, torch.tensor([[1, 1, 0], [0, 0, 0]], dtype=torch.bool)), "[1]"),
+             ((ids[0], mask[0]), "(3,)"), ((ids + 1000, mask), "1001")]
+    for args, named in cases:
+        with pytest.raises(ValueError) as err:
+            check_inputs(model, *args)
+        assert named in str(err.value), (named, str(err.value))
+
+
+def test_forward_reads_nothing_back_from_the_device():
+    model = _tiny_classifier().eval()
+    with no_host_reads():
+        logits = model(torch.ones(2, 3, dtype=torch.long), torch.tensor([[1, 1, 0], [1, 0, 0]], dtype=torch.bool))
+    assert logits.shape[0] == 2
 
 
 def test_head_is_bn_dropout_linear_relu_bn_dropout_linear():

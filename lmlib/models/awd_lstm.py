@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from ..text.vocab import check_ids_in_range
 from .dropouts import EmbeddingDropout, LockedDropout, WeightDropLSTM, check_probability
 
 State = list[tuple[torch.Tensor, torch.Tensor]]
@@ -104,21 +105,7 @@ class AWDLSTMEncoder(nn.Module):
         self.hidden_dropouts = nn.ModuleList(LockedDropout(c.hidden_p, "hidden_p") for _ in range(c.num_layers - 1))
         self.output_dropout = LockedDropout(c.output_p, "output_p")
 
-    def _check_inputs(self, ids: torch.Tensor, state: State | None) -> None:
-        if ids.dim() != 2:
-            raise ValueError(f"ids must be (batch, time) token ids, got shape {tuple(ids.shape)}")
-        if state is None:
-            return
-        batch = ids.size(0)
-        if len(state) != len(self.layers):
-            raise ValueError(f"state has {len(state)} layers, the encoder has {len(self.layers)}")
-        for layer, ((h, c), (_, n_out)) in enumerate(zip(state, self.config.layer_sizes())):
-            if h.shape != (1, batch, n_out) or c.shape != (1, batch, n_out):
-                raise ValueError(f"state of layer {layer} must be two (1, {batch}, {n_out}) tensors, got "
-                                 f"{tuple(h.shape)} and {tuple(c.shape)}; pass state=None to start from zeros")
-
     def forward(self, ids: torch.Tensor, state: State | None = None):
-        self._check_inputs(ids, state)
         x = self.input_dropout(self.embedding(ids))  # m_in ⊙ Ẽ[x_t]: (B, T, embed_size)
         outputs, raw_outputs, new_state = [], [], []
         for layer, lstm in enumerate(self.layers):
@@ -166,3 +153,23 @@ class AWDLSTMLanguageModel(nn.Module):
         lowest group, where it first appears)."""
         *lower, top = self.encoder.layer_groups()
         return [*lower, nn.ModuleList([top, self.decoder])]
+
+
+def check_inputs(model: AWDLSTMEncoder | AWDLSTMLanguageModel, ids: torch.Tensor, state: State | None = None) -> None:
+    """Refuse input the encoder would misread, saying what to do: ``ids`` (batch, time) inside the vocabulary and
+    a ``state`` of one (h, c) pair per layer shaped for this batch. Call it where input enters; the forward checks
+    nothing, so it never reads a value back from the device."""
+    encoder = model.encoder if isinstance(model, AWDLSTMLanguageModel) else model
+    c = encoder.config
+    if ids.dim() != 2:
+        raise ValueError(f"ids must be (batch, time) token ids, got shape {tuple(ids.shape)}")
+    check_ids_in_range(ids, c.vocab_size, "ids", "the AWD-LSTM's vocabulary (vocab_size)")
+    if state is None:
+        return
+    batch = ids.size(0)
+    if len(state) != c.num_layers:
+        raise ValueError(f"state has {len(state)} layers, the encoder has {c.num_layers}")
+    for layer, ((h, cell), (_, n_out)) in enumerate(zip(state, c.layer_sizes())):
+        if h.shape != (1, batch, n_out) or cell.shape != (1, batch, n_out):
+            raise ValueError(f"state of layer {layer} must be two (1, {batch}, {n_out}) tensors, got "
+                             f"{tuple(h.shape)} and {tuple(cell.shape)}; pass state=None to start from zeros")

@@ -25,6 +25,7 @@ from torch import nn
 
 from ..text.vocab import PAD, Vocab
 from .awd_lstm import AWDLSTMConfig, AWDLSTMEncoder, AWDLSTMLanguageModel
+from .awd_lstm import check_inputs as check_encoder_inputs
 
 
 def extend_vocab(model: AWDLSTMLanguageModel, vocab: Vocab, texts: Sequence[Sequence[str]], min_freq: int = 2,
@@ -67,19 +68,6 @@ def grow_vocab(model: AWDLSTMLanguageModel, vocab: Vocab, new_words: Sequence[st
     return new_model, new_vocab
 
 
-def _check_pool_inputs(H: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``mask`` as bool and each row's number of real tokens, after checking both shapes."""
-    if H.dim() != 3:
-        raise ValueError(f"H must be (batch, time, d), got shape {tuple(H.shape)}")
-    if mask.shape != H.shape[:2]:
-        raise ValueError(f"mask must be (batch, time) = {tuple(H.shape[:2])}, got {tuple(mask.shape)}")
-    mask = mask.bool()
-    lengths = mask.sum(1)
-    if (lengths == 0).any():
-        raise ValueError("a sequence in the batch has no real tokens; drop empty texts before batching")
-    return mask, lengths
-
-
 def concat_pool(H: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Concat pooling (Howard & Ruder 2018, sec. 3.3) of hidden states H ``(batch, time, d)``:
 
@@ -88,7 +76,8 @@ def concat_pool(H: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     padding-aware: ``mask`` ``(batch, time)`` is True at real tokens; h_T is each sequence's last real
     token, and padded positions take part in neither the max nor the mean.
     """
-    mask, lengths = _check_pool_inputs(H, mask)  # (batch, time) bool, (batch,)
+    mask = mask.bool()  # (batch, time)
+    lengths = mask.sum(1)  # (batch,): real tokens per row
     # index of the last True per row (right padding is not assumed)
     positions = torch.arange(H.size(1), device=H.device).expand_as(mask)
     last = torch.where(mask, positions, -1).max(1).values
@@ -130,11 +119,22 @@ class ULMFiTClassifier(nn.Module):
         self.head = PoolingClassifierHead(3 * encoder.config.layer_sizes()[-1][1], n_classes, hidden, p1, p2)
 
     def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        if ids.shape != mask.shape:
-            raise ValueError(f"ids {tuple(ids.shape)} and mask {tuple(mask.shape)} must both be (batch, time)")
         outputs, _, _ = self.encoder(ids)  # outputs[-1]: last layer after output dropout
         return self.head(concat_pool(outputs[-1], mask))
 
     def layer_groups(self) -> list[nn.Module]:
         """Lowest first: embedding, LSTM 1..L, head — the units of discriminative rates and unfreezing."""
         return [*self.encoder.layer_groups(), self.head]
+
+
+def check_inputs(model: ULMFiTClassifier, ids: torch.Tensor, mask: torch.Tensor) -> None:
+    """Refuse a batch the classifier would misread, saying what to do: the encoder's checks on ``ids``, ``mask``
+    shaped like them and at least one real token per row (concat pooling over no tokens is undefined). Call it
+    where input enters; the forward checks nothing, so it never reads a value back from the device."""
+    check_encoder_inputs(model.encoder, ids)
+    if mask.shape != ids.shape:
+        raise ValueError(f"ids {tuple(ids.shape)} and mask {tuple(mask.shape)} must both be (batch, time)")
+    empty = mask.bool().sum(1) == 0
+    if empty.any():
+        raise ValueError(f"rows {empty.nonzero().flatten().tolist()[:5]} of the batch have no real tokens; drop "
+                         f"empty texts before batching")

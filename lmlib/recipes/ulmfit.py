@@ -29,7 +29,7 @@ import torch
 
 from ..data import load_ptb, load_rt_polarity, load_sst2, sha256_of
 from ..models.awd_lstm import AWDLSTMConfig, AWDLSTMLanguageModel
-from ..models.ulmfit import ULMFiTClassifier, extend_vocab
+from ..models.ulmfit import ULMFiTClassifier, check_inputs, extend_vocab
 from ..runtime import seed_everything
 from ..text.batching import batchify, bptt_batches, classification_batches
 from ..text.truncation import head_and_tail  # noqa: F401 (notebook 07 and the benchmarks read it here)
@@ -336,6 +336,7 @@ def train_classifier(model: ULMFiTClassifier, seqs: Sequence[Sequence[int]], lab
     pad_id = model.encoder.config.pad_id
     if pad_id is None:
         raise ValueError("the encoder has no pad_id; build its AWDLSTMConfig with pad_id set")
+    check_inputs(model, *classification_batches(seqs, labels, len(seqs), pad_id, False, max_len=max_len, truncate=True)[0][:2])
     n_batches = math.ceil(len(seqs) / batch_size)
     repeats = max(1, math.ceil(min_steps_per_epoch / n_batches))
     steps_per_epoch = min(repeats * n_batches, max_steps_per_epoch or repeats * n_batches)
