@@ -121,42 +121,33 @@ def test_elmo_view_is_the_first_48_words_the_bag_of_embeddings_reads():
     assert words_view(words, 48, "head").endswith("a long film . it was bad , really bad . it")
 
 
-@pytest.mark.parametrize("texts, labels, config, message", [
-    (DOCS, LABELS[:3], TINY, "4 texts but 3 labels: give one label per text"),
-    (DOCS, [1, 0, 2, 0], TINY, r"labels must be 0 \(negative\) or 1 \(positive\), got \[2\]"),
-    ("good film", [1], TINY, "must be a list of texts, not one string"),
-    ([], [], TINY, "texts is empty"),
-    ([[1, 2], [3]], [1, 0], TINY, r"texts\[0\] is a list, not a str"),
-    (DOCS, LABELS, BowConfig(Cs=(1.0,), folds=3), "3-fold cross-validation needs at least 3 texts of each class; "
-                                                  "got 2 negative and 2 positive"),
+@pytest.mark.parametrize("texts, labels, config, named", [
+    (DOCS, LABELS[:3], TINY, "3 labels"), (DOCS, [1, 0, 2, 0], TINY, "[2]"), ("good film", [1], TINY, "string"),
+    ([], [], TINY, "texts"), ([[1, 2], [3]], [1, 0], TINY, "texts[0]"),
+    (DOCS, LABELS, BowConfig(Cs=(1.0,), folds=3), "3-fold"),
 ])
-def test_bad_input_raises_one_line_errors(texts, labels, config, message):
-    with pytest.raises(ValueError, match=message) as error:
+def test_bad_input_raises_one_line_errors(texts, labels, config, named):
+    with pytest.raises(ValueError) as error:
         fit_bow(texts, labels, config)
-    assert "\n" not in str(error.value)
+    assert named in str(error.value) and "\n" not in str(error.value)
 
 
-@pytest.mark.parametrize("fields, message", [
-    (dict(ngram_range=(2, 1)), "ngram_range must be"), (dict(Cs=()), "Cs must be one or more positive"),
-    (dict(Cs=(1.0, 0.0)), "Cs must be one or more positive"), (dict(folds=1), "folds must be at least 2"),
-    (dict(max_iter=0), "max_iter must be at least 1"),
-])
-def test_bad_settings_are_refused(fields, message):
-    with pytest.raises(ValueError, match=message):
+@pytest.mark.parametrize("fields", [dict(ngram_range=(2, 1)), dict(Cs=()), dict(Cs=(1.0, 0.0)), dict(folds=1),
+                                    dict(max_iter=0)])
+def test_bad_settings_are_refused(fields):
+    with pytest.raises(ValueError) as error:
         BowConfig(**fields)
+    assert next(iter(fields)) in str(error.value)  # the setting, named
 
 
 def test_model_view_and_accuracy_refuse_bad_input():
     tokenizer = ByteLevelBPE.load(G.CHECKPOINT_DIR / "tokenizer.json")
-    with pytest.raises(ValueError, match="text must be a str, got list"):
-        model_view(tokenizer, [1, 2], 126)
-    with pytest.raises(ValueError, match="at least 2"):
-        model_view(tokenizer, "a film", 1)
-    with pytest.raises(ValueError, match="2 texts but 1 labels"):
-        bow_accuracy(fit_bow(DOCS, LABELS, TINY), DOCS[:2], [1])
-    with pytest.raises(ValueError, match="tokens must be a list of words"):
-        words_view("a film", 5)
-    with pytest.raises(ValueError, match="keep must be 'head' or 'head_and_tail'"):
-        words_view(["a"], 5, "tail")
-    with pytest.raises(ValueError, match="max_tokens must be at least 1"):
-        words_view(["a"], 0)
+    for call, named in ((lambda: model_view(tokenizer, [1, 2], 126), "list"),
+                        (lambda: model_view(tokenizer, "a film", 1), "1"),
+                        (lambda: bow_accuracy(fit_bow(DOCS, LABELS, TINY), DOCS[:2], [1]), "1 labels"),
+                        (lambda: words_view("a film", 5), "string"),
+                        (lambda: words_view(["a"], 5, "tail"), "'tail'"),
+                        (lambda: words_view(["a"], 0), "0")):
+        with pytest.raises(ValueError) as error:
+            call()
+        assert named in str(error.value)

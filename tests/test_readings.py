@@ -71,8 +71,9 @@ def test_ulmfit_imdb_reading_finds_the_matching_label_count_and_marks_gaps_beyon
     other = ulmfit_imdb_reading(summary + [_entry("neither", 100, 0.5, 0.01)], 2500, 128, variant="neither", name="X")
     assert other.startswith("**Reading the curve: X.** With 100 labelled reviews it scores 50.0%; from scratch matches")
     assert "100: -5.0 ± 1.4*" in other and other.endswith("at 0 of 1 label counts.")
-    with pytest.raises(ValueError, match="no label count has both 'no_stlr' and 'scratch'"):
+    with pytest.raises(ValueError) as error:
         ulmfit_imdb_reading(summary, 2500, 128, variant="no_stlr")
+    assert "'no_stlr'" in str(error.value)
 
 
 def test_ulmfit_ablation_reading_subtracts_full_ulmfit_at_each_label_count():
