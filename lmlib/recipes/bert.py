@@ -19,7 +19,7 @@ Devlin et al. (2019) pretrain BERT-base (L=12, H=768) on BooksCorpus and English
 Two recipes train it. This module's (``python -m lmlib pretrain bert``, or ``python -m lmlib.recipes.bert pretrain
 --out DIR``) is sized for one CPU core: about half an hour, 7.5M tokens, four per parameter, which is too little
 for the pretraining to transfer (its results are kept in
-``tests/benchmarks/results/bert_finetune_short_pretraining.json``). The shipped checkpoint was made by the GPU recipe
+``lmlib/results/bert_finetune_short_pretraining.json``). The shipped checkpoint was made by the GPU recipe
 of :mod:`lmlib.recipes.accelerated` with this module's WordPiece and config (:data:`REBUILD`): segments filled to
 128 tokens with spans of consecutive sentences, as the paper does, 173M tokens, 91 per parameter, in under three
 minutes of one H200. :func:`load_pretrained` verifies either checkpoint's sha256 against the ``pretrain.json`` beside
@@ -368,7 +368,7 @@ def classification_loss(model: BertClassifier, batch) -> BatchResult:
 # GPT's fine-tuning budget (lmlib.recipes.gpt.FINETUNE_RECIPE: 128 tokens, head and tail, 3 epochs, at least 80 steps,
 # rate 5e-4), so that notebook 12 compares like with like. The rate was checked on 1,000 training reviews against
 # 1,000 other training reviews (never the test split): from random weights, 1e-4 and 3e-4 stayed at chance. The
-# pretrained model does not want a gentler rate either (tests/benchmarks/run_bert_finetune_rates.py, same split,
+# pretrained model does not want a gentler rate either (tests/benchmarks/bench_bert_finetune_rates.py, same split,
 # 3 seeds): 5e-5 .570, 1e-4 .592, 2e-4 .615, 5e-4 .700, 1e-3 .679.
 FINETUNE_RECIPE = dict(max_len=128, batch_size=16, lr=5e-4, warmup_frac=0.1, weight_decay=0.01, dropout=0.1,
                        clip=1.0, epochs=3, min_steps=80)

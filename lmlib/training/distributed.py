@@ -105,7 +105,7 @@ def exit_distributed(code: int = 0) -> None:
     the process aborts ("terminate called without an active exception", SIGABRT) after all its work is done.
     Leaving the group does not wait for those threads (PyTorch 2.13). On a 2-core machine, 10 of 60 two-process
     runs that exited normally ended that way, and none of 60 that ended here
-    (tests/benchmarks/stress_torchrun_exit.py, results/torchrun_exit.json)."""
+    (tests/benchmarks/bench_torchrun_exit.py, lmlib/results/torchrun_exit.json)."""
     if not in_process_group():
         return
     close_distributed()
