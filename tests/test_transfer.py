@@ -169,3 +169,27 @@ def test_benchmark_measures_tiny_checkpoints_and_records_what_they_read(tmp_path
         B.measure(tmp_path / "elmo", data, QUICK, settings)
     with pytest.raises(ValueError, match="cannot tell"):
         B.kind_of({"config": {"d_model": 8}})
+
+
+def test_benchmark_writes_one_result_and_keeps_measured_checkpoints_on_a_rerun(tmp_path, monkeypatch):
+    vocab = vocab_of_words()
+    lm = tiny_lm(vocab)
+    U.save_pretrained(lm, vocab, tmp_path / "ckpt", {"config": lm.config.__dict__, "tokens_seen": 64_000_000},
+                      stem="ulmfit_imdb")
+    monkeypatch.setattr(B, "probe_data", lambda settings: (toy_data(), 3))
+    monkeypatch.setattr(B.T, "ProbeConfig", lambda: QUICK)
+    out = tmp_path / "milestones.json"
+    assert B.main([str(tmp_path / "ckpt"), "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    report = json.loads((tmp_path / "ckpt" / "pretrain.json").read_text())
+    assert data["checkpoint_sha256"] == report["sha256"]["ulmfit_imdb.safetensors"]
+    assert "tests/benchmarks/bench_transfer_milestones.py" in data["command"].split()
+    assert [c["tokens_seen"] for c in data["checkpoints"]] == [64_000_000]
+    assert data["test"]["other_benchmarks_test_reviews_excluded"] == 3
+
+    def measured_again(*args):
+        raise AssertionError("a checkpoint already in the result file was measured again")
+
+    monkeypatch.setattr(B, "measure", measured_again)
+    assert B.main([str(tmp_path / "ckpt"), "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["checkpoints"] == data["checkpoints"]

@@ -15,7 +15,7 @@ to its first and last 64 tokens. ``--bow`` adds the bag of words (TF-IDF + logis
         lmlib/pretrained/elmo_imdb --bow --out lmlib/results/elmo_sentiment_128.json
 
 The result file (written whole after each checkpoint, through result_file.write_result) records each checkpoint's
-sha256 and the tokens it read from its ``pretrain.json``; a rerun with the same settings keeps the checkpoints
+sha256 and the tokens it read from its ``pretrain.json`` (a single checkpoint's weights also as ``checkpoint_sha256``); a rerun with the same settings keeps the checkpoints
 already measured (by sha256).
 """
 
@@ -166,6 +166,9 @@ def main(argv=None) -> int:
         else:
             record, vocab = measure(folder, data, config, settings)
         result["checkpoints"].append(record)
+        if len(args.checkpoints) == 1:  # one checkpoint: named where lmlib.course.results.load_for_shipped looks
+            weights = next(f for f in record["sha256"] if f.endswith(".safetensors"))
+            result["checkpoint_sha256"] = record["sha256"][weights]
         if args.bow and record["kind"] not in result["bow"]:
             if record["kind"] == "ulmfit" and vocab is None:
                 from lmlib.recipes import ulmfit as U
