@@ -7,12 +7,14 @@ from typing import NamedTuple
 
 import pytest
 import torch
+from host_reads import no_host_reads
 from torch import nn
 
 from lmlib.models.seq2seq import (
     Seq2Seq,
     Seq2SeqConfig,
     beam_search,
+    check_inputs,
     greedy_decode,
     sequence_log_prob,
 )
@@ -205,8 +207,6 @@ def test_config_and_input_errors():
         Seq2SeqConfig(5, 5, dropout=1.0)
     model = small_model()
     src, mask = toy_batch()
-    with pytest.raises(ValueError, match="empty"):
-        model.encode(src, torch.zeros_like(mask))
     with pytest.raises(ValueError, match="one sentence"):
         beam_search(model, src, mask)
     with pytest.raises(ValueError, match="eos_id=3 is not an id of both vocabularies"):
@@ -225,21 +225,26 @@ def test_decoding_lengths_must_be_positive():
         beam_search(model, one, one_mask, beam_size=0)
 
 
-def test_encoder_input_errors():
+def test_bad_batches_are_refused_by_check_inputs_naming_the_value():
     model = small_model()
     src, mask = toy_batch()
-    with pytest.raises(ValueError, match="src_mask must be a bool tensor, True at real tokens, got dtype torch.float"):
-        model.encode(src, mask.float())
-    with pytest.raises(ValueError, match="src must hold token ids as a long tensor"):
-        model.encode(src.float(), mask)
-    with pytest.raises(ValueError, match=r"the source batch is empty \(shape \(0, 4\)\)"):
-        model.encode(src[:0], mask[:0])
-    with pytest.raises(ValueError, match=r"the source batch is empty \(shape \(2, 0\)\)"):
-        model.encode(src[:, :0], mask[:, :0])
-    # a hole in the mask: the packed GRU would read the padded slot as a word
+    check_inputs(model, src, mask, src)
     holed = mask.clone()
-    holed[0, 1] = False
-    with pytest.raises(ValueError, match=r"src_mask rows \[0\] have padding before a real token"):
-        model.encode(src, holed)
-    with pytest.raises(ValueError, match="src holds ids from 0 to 11, but the source vocabulary has 11 entries"):
-        model.encode(torch.tensor([[5, 11, 3, 0]]), torch.tensor([[True, True, True, False]]))
+    holed[0, 1] = False  # a hole in the mask: the packed GRU would read the padded slot as a word
+    cases = [((src, mask.float()), "torch.float32"), ((src.float(), mask), "torch.float32"),
+             ((src[:0], mask[:0]), "(0, 4)"), ((src[:, :0], mask[:, :0]), "(2, 0)"),
+             ((src, torch.zeros_like(mask)), "[0, 1]"), ((src, holed), "[0]"),
+             ((torch.tensor([[5, 11, 3, 0]]), torch.tensor([[True, True, True, False]])), "11"),
+             ((src, mask, src[:1]), "(1, 4)")]
+    for args, named in cases:
+        with pytest.raises(ValueError) as err:
+            check_inputs(model, *args)
+        assert named in str(err.value), (named, str(err.value))
+
+
+@pytest.mark.parametrize("attention", [None, "additive", "scaled_dot", "content"])
+def test_forward_reads_nothing_back_from_the_device(attention):
+    model = small_model(attention)
+    src, mask = toy_batch()
+    with no_host_reads():  # (pack_padded_sequence's lengths move to the CPU with .cpu(), the one copy it needs)
+        model(src, mask, src)

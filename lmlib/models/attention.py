@@ -32,10 +32,11 @@ Multi-head attention, which runs several scaled dot-products in parallel, lives 
 from __future__ import annotations
 
 import math
-import operator
 
 import torch
 from torch import nn
+
+from .config_checks import check_positive_ints
 
 
 def broadcasts_to(shape: torch.Size, target: torch.Size) -> bool:
@@ -49,31 +50,12 @@ def broadcasts_to(shape: torch.Size, target: torch.Size) -> bool:
 def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     """α_j = exp(e_j) / Σ_{k real} exp(e_k) over the last axis, with exactly 0 where ``mask`` is False.
 
-    ``scores`` (..., n); ``mask`` broadcastable to it, True at real positions.
+    ``scores`` (..., n); ``mask`` a bool tensor broadcastable to it, True at real positions, with at least one
+    real position per row (:func:`check_inputs` checks both).
     """
     if mask is None:
         return torch.softmax(scores, dim=-1)
-    if mask.dtype != torch.bool:
-        raise ValueError(f"mask must be a bool tensor (True = real position), got dtype {mask.dtype}")
-    if not broadcasts_to(mask.shape, scores.shape):
-        raise ValueError(f"mask of shape {tuple(mask.shape)} does not broadcast to the scores' shape "
-                         f"{tuple(scores.shape)}; give it the scores' shape, or size 1 along the axes it shares")
-    mask = mask.expand_as(scores)
-    empty = ~mask.any(dim=-1)
-    if empty.any():
-        rows = empty.nonzero().tolist()[:3]
-        raise ValueError(f"every key is masked for query rows {rows}: a softmax over no positions is undefined; "
-                         "give each query at least one real key (or drop the fully padded rows)")
     return torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
-
-
-def _check_size(name: str, value) -> None:
-    try:
-        size = operator.index(value)  # ints of any kind (numpy, torch), but not 2.0
-    except TypeError:
-        size = None
-    if isinstance(value, bool) or size is None or size < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
 
 class Attention(nn.Module):
@@ -100,47 +82,12 @@ class Attention(nn.Module):
         """Scores e, shape (batch, m, n), for query (batch, m, d_q) and keys (batch, n, d_k)."""
         return self.score_prepared(query, self.prepare_keys(keys))
 
-    def _check_inputs(self, query, keys, values, mask, prepared_keys):
-        """Check the shapes of :meth:`forward`'s inputs; ``query`` ``(batch, m, d_q)`` here. Returns the mask
-        as ``(batch, 1 or m, n)`` (or None)."""
-        if keys.dim() != 3 or values.dim() != 3:
-            raise ValueError(f"keys and values must be (batch, n, d); got keys {tuple(keys.shape)}, "
-                             f"values {tuple(values.shape)}")
-        if keys.shape[:2] != values.shape[:2]:
-            raise ValueError(f"keys {tuple(keys.shape)} and values {tuple(values.shape)} must agree on (batch, n)")
-        if keys.shape[1] == 0:
-            # a softmax over no keys has no distribution to return (the context would silently be zero)
-            raise ValueError(f"there are no keys to attend to (keys {tuple(keys.shape)}, n = 0); "
-                             "give every example at least one key")
-        if query.dim() != 3 or query.shape[0] != keys.shape[0]:
-            raise ValueError(f"query must be (batch, d_q) or (batch, m, d_q) with the keys' batch size "
-                             f"{keys.shape[0]}; got {tuple(query.shape)}")
-        batch, m, n = query.shape[0], query.shape[1], keys.shape[1]
-        if self.d_query is not None and query.shape[-1] != self.d_query:
-            raise ValueError(f"{self.name} attention was built for queries of width d_q={self.d_query}, "
-                             f"got {query.shape[-1]} (query {tuple(query.shape)})")
-        # prepared keys have the score's own width; only raw keys can be checked against d_k
-        if prepared_keys is None and self.d_key is not None and keys.shape[-1] != self.d_key:
-            raise ValueError(f"{self.name} attention was built for keys of width d_k={self.d_key}, "
-                             f"got {keys.shape[-1]} (keys {tuple(keys.shape)})")
-        if prepared_keys is not None and prepared_keys.shape[:2] != keys.shape[:2]:
-            raise ValueError(f"prepared_keys {tuple(prepared_keys.shape)} must agree with keys "
-                             f"{tuple(keys.shape)} on (batch, n); pass prepare_keys(keys)")
-        if mask is None:
-            return None
-        if mask.dim() == 2:
-            mask = mask.unsqueeze(1)
-        if mask.dim() != 3 or mask.shape[0] != batch or mask.shape[1] not in (1, m) or mask.shape[2] != n:
-            raise ValueError(f"mask must be (batch, n) = {(batch, n)} or (batch, m, n) = {(batch, m, n)}; "
-                             f"got {tuple(mask.shape)}")
-        return mask
-
     def forward(self, query, keys, values, mask=None, prepared_keys=None) -> tuple[torch.Tensor, torch.Tensor]:
         """α_j = softmax_j(e_j) over the real keys, c = Σ_j α_j v_j, for one query ``(batch, d_q)`` or m
-        queries ``(batch, m, d_q)`` at once (shapes: see the module docstring)."""
+        queries ``(batch, m, d_q)`` at once (shapes: see the module docstring; :func:`check_inputs` checks them)."""
         single = query.dim() == 2
         query = query.unsqueeze(1) if single else query  # (batch, m, d_q)
-        mask = self._check_inputs(query, keys, values, mask, prepared_keys)  # (batch, 1 or m, n) or None
+        mask = mask.unsqueeze(1) if mask is not None and mask.dim() == 2 else mask  # (batch, 1 or m, n) or None
         prepared = self.prepare_keys(keys) if prepared_keys is None else prepared_keys
         scores = self.score_prepared(query, prepared)  # e: (batch, m, n)
         weights = masked_softmax(scores, mask)  # α: (batch, m, n)
@@ -186,9 +133,8 @@ class AdditiveAttention(Attention):
 
     def __init__(self, d_query: int, d_key: int, d_attn: int):
         super().__init__()
-        for name, value in (("d_query", d_query), ("d_key", d_key), ("d_attn", d_attn)):
-            _check_size(name, value)
-        self.d_query, self.d_key = d_query, d_key
+        self.d_query, self.d_key, self.d_attn = d_query, d_key, d_attn
+        check_positive_ints(self, ("d_query", "d_key", "d_attn"))
         self.W_a = nn.Linear(d_query, d_attn, bias=False)
         self.U_a = nn.Linear(d_key, d_attn, bias=False)
         self.v_a = nn.Linear(d_attn, 1, bias=False)
@@ -213,9 +159,8 @@ class LocationAttention(Attention):
 
     def __init__(self, d_query: int, max_keys: int):
         super().__init__()
-        _check_size("d_query", d_query)
-        _check_size("max_keys", max_keys)
         self.d_query, self.max_keys = d_query, max_keys
+        check_positive_ints(self, ("d_query", "max_keys"))
         self.W_a = nn.Linear(d_query, max_keys, bias=False)
 
     def score_prepared(self, query, keys):
@@ -233,9 +178,8 @@ class GeneralAttention(Attention):
 
     def __init__(self, d_query: int, d_key: int):
         super().__init__()
-        _check_size("d_query", d_query)
-        _check_size("d_key", d_key)
         self.d_query, self.d_key = d_query, d_key
+        check_positive_ints(self, ("d_query", "d_key"))
         self.W_a = nn.Parameter(torch.empty(d_query, d_key))
         nn.init.xavier_uniform_(self.W_a)
 
@@ -266,6 +210,50 @@ class ScaledDotAttention(DotAttention):
 
     def score_prepared(self, query, keys):
         return super().score_prepared(query, keys) / math.sqrt(keys.shape[-1])
+
+
+def check_inputs(attention: Attention, query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
+                 mask: torch.Tensor | None = None, prepared_keys: torch.Tensor | None = None) -> None:
+    """Refuse inputs :meth:`Attention.forward` would misread, naming the shapes: ``query`` ``(batch, [m,] d_q)``,
+    ``keys`` and ``values`` ``(batch, n, d)`` with n ≥ 1, widths the score was built for, a bool ``mask``
+    ``(batch, n)`` or ``(batch, m, n)`` leaving every query at least one real key. Call it where input enters; the
+    forward checks nothing, so it never reads a value back from the device."""
+    query = query.unsqueeze(1) if query.dim() == 2 else query  # (batch, m, d_q)
+    if keys.dim() != 3 or values.dim() != 3:
+        raise ValueError(f"keys and values must be (batch, n, d); got keys {tuple(keys.shape)}, "
+                         f"values {tuple(values.shape)}")
+    if keys.shape[:2] != values.shape[:2]:
+        raise ValueError(f"keys {tuple(keys.shape)} and values {tuple(values.shape)} must agree on (batch, n)")
+    if keys.shape[1] == 0:  # a softmax over no keys has no distribution to return
+        raise ValueError(f"there are no keys to attend to (keys {tuple(keys.shape)}, n = 0); "
+                         "give every example at least one key")
+    if query.dim() != 3 or query.shape[0] != keys.shape[0]:
+        raise ValueError(f"query must be (batch, d_q) or (batch, m, d_q) with the keys' batch size "
+                         f"{keys.shape[0]}; got {tuple(query.shape)}")
+    batch, m, n = query.shape[0], query.shape[1], keys.shape[1]
+    if attention.d_query is not None and query.shape[-1] != attention.d_query:
+        raise ValueError(f"{attention.name} attention was built for queries of width d_q={attention.d_query}, "
+                         f"got {query.shape[-1]} (query {tuple(query.shape)})")
+    # prepared keys have the score's own width; only raw keys can be checked against d_k
+    if prepared_keys is None and attention.d_key is not None and keys.shape[-1] != attention.d_key:
+        raise ValueError(f"{attention.name} attention was built for keys of width d_k={attention.d_key}, "
+                         f"got {keys.shape[-1]} (keys {tuple(keys.shape)})")
+    if prepared_keys is not None and prepared_keys.shape[:2] != keys.shape[:2]:
+        raise ValueError(f"prepared_keys {tuple(prepared_keys.shape)} must agree with keys "
+                         f"{tuple(keys.shape)} on (batch, n); pass prepare_keys(keys)")
+    if mask is None:
+        return
+    if mask.dtype != torch.bool:
+        raise ValueError(f"mask must be a bool tensor (True = real position), got dtype {mask.dtype}")
+    mask = mask.unsqueeze(1) if mask.dim() == 2 else mask
+    if mask.dim() != 3 or mask.shape[0] != batch or mask.shape[1] not in (1, m) or mask.shape[2] != n:
+        raise ValueError(f"mask must be (batch, n) = {(batch, n)} or (batch, m, n) = {(batch, m, n)}; "
+                         f"got {tuple(mask.shape)}")
+    empty = ~mask.any(dim=-1)
+    if empty.any():
+        raise ValueError(f"every key is masked for query rows {empty.nonzero().tolist()[:3]}: a softmax over no "
+                         "positions is undefined; give each query at least one real key (or drop the fully padded "
+                         "rows)")
 
 
 SCORE_FUNCTIONS = ("content", "additive", "location", "general", "dot", "scaled_dot")

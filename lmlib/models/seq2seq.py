@@ -76,11 +76,6 @@ class DecoderState(NamedTuple):
     encoded: Encoded
 
 
-def _check_targets(tgt_in: torch.Tensor, src: torch.Tensor) -> None:
-    if tgt_in.dim() != 2 or tgt_in.shape[0] != src.shape[0]:
-        raise ValueError(f"tgt_in must be (batch, T) with batch {src.shape[0]}, got {tuple(tgt_in.shape)}")
-
-
 class Seq2Seq(nn.Module):
     """Bidirectional-GRU encoder and GRU decoder; fixed context or attention (see module docstring)."""
 
@@ -105,38 +100,12 @@ class Seq2Seq(nn.Module):
         self.dropout = nn.Dropout(c.dropout)
 
     # -- encoder -------------------------------------------------------------------------------------
-    def _check_source(self, src: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
-        """Check a source batch and its mask (long ids, bool mask, right padding, no empty row, within
-        max_src_len and the vocabulary); return each row's length ``(batch,)``."""
-        if src.dim() != 2 or src.shape != src_mask.shape:
-            raise ValueError(f"src and src_mask must both be (batch, S); got {tuple(src.shape)} and {tuple(src_mask.shape)}")
-        if src.dtype != torch.long:
-            raise ValueError(f"src must hold token ids as a long tensor, got dtype {src.dtype}")
-        if src_mask.dtype != torch.bool:
-            raise ValueError(f"src_mask must be a bool tensor, True at real tokens, got dtype {src_mask.dtype}; "
-                             "build it as src != pad_id (lmlib.text.translation.encode_source does)")
-        if src.numel() == 0:
-            raise ValueError(f"the source batch is empty (shape {tuple(src.shape)}); give at least one sentence "
-                             "of at least one token")
-        lengths = src_mask.sum(1)
-        if (lengths == 0).any():
-            raise ValueError("a source sentence is empty; every row needs at least one real token (e.g. <eos>)")
-        # the GRU is packed by length, so a mask with a hole would silently read the padding as words
-        prefix = torch.arange(src.shape[1], device=src.device)[None, :] < lengths[:, None]
-        if not torch.equal(prefix, src_mask):
-            rows = (prefix != src_mask).any(1).nonzero().flatten().tolist()[:3]
-            raise ValueError(f"src_mask rows {rows} have padding before a real token; real tokens must come "
-                             "first in each row (right padding)")
-        if src.shape[1] > self.config.max_src_len:
-            raise ValueError(f"source of {src.shape[1]} tokens exceeds max_src_len={self.config.max_src_len}")
-        check_ids_in_range(src, self.config.src_vocab_size, "src", "the source vocabulary")
-        return lengths
-
     def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> Encoded:
         """src (batch, S) token ids (long), src_mask (batch, S) bool, True at real tokens; each row's real
         tokens come first (right padding), as :func:`lmlib.text.translation.encode_source` builds them."""
-        lengths = self._check_source(src, src_mask)  # (batch,)
-        emb = self.dropout(self.src_embed(src))
+        lengths = src_mask.sum(1)  # (batch,): real tokens per row
+        emb = self.dropout(self.src_embed(src))  # (batch, S, embed_size)
+        # packing skips the padding; PyTorch takes the lengths on the CPU
         packed = pack_padded_sequence(emb, lengths.cpu(), batch_first=True, enforce_sorted=False)
         out, last = self.encoder(packed)
         annotations, _ = pad_packed_sequence(out, batch_first=True, total_length=src.shape[1])
@@ -178,7 +147,6 @@ class Seq2Seq(nn.Module):
     def forward(self, src, src_mask, tgt_in) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Teacher forcing: log-probabilities (batch, T, V) for tgt_in (batch, T), and the attention
         weights (batch, T, S) (None for the fixed-context model)."""
-        _check_targets(tgt_in, src)
         state = self.start(src, src_mask)
         readouts, alphas = [], []
         for i in range(tgt_in.shape[1]):
@@ -188,6 +156,37 @@ class Seq2Seq(nn.Module):
         # one vocabulary projection for all steps at once is much faster than one per step
         logp = F.log_softmax(self.output(torch.stack(readouts, 1)), dim=-1)  # (batch, T, V)
         return logp, (None if self.attention is None else torch.stack(alphas, 1))  # α: (batch, T, S)
+
+
+def check_inputs(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, tgt_in: torch.Tensor | None = None) -> None:
+    """Refuse a batch the model would misread, saying what to do: long ids, a bool mask, right padding, no empty
+    row, within ``max_src_len`` and the vocabulary; ``tgt_in`` (batch, T). Call it where input enters
+    (:func:`translate_examples` does); the model's methods check nothing."""
+    if src.dim() != 2 or src.shape != src_mask.shape:
+        raise ValueError(f"src and src_mask must both be (batch, S); got {tuple(src.shape)} and {tuple(src_mask.shape)}")
+    if src.dtype != torch.long:
+        raise ValueError(f"src must hold token ids as a long tensor, got dtype {src.dtype}")
+    if src_mask.dtype != torch.bool:
+        raise ValueError(f"src_mask must be a bool tensor, True at real tokens, got dtype {src_mask.dtype}; "
+                         "build it as src != pad_id (lmlib.text.translation.encode_source does)")
+    if src.numel() == 0:
+        raise ValueError(f"the source batch is empty (shape {tuple(src.shape)}); give at least one sentence "
+                         "of at least one token")
+    lengths = src_mask.sum(1)
+    if (lengths == 0).any():
+        raise ValueError(f"source sentences {(lengths == 0).nonzero().flatten().tolist()[:3]} are empty; every row "
+                         f"needs at least one real token (e.g. <eos>)")
+    # the GRU is packed by length, so a mask with a hole would silently read the padding as words
+    prefix = torch.arange(src.shape[1], device=src.device)[None, :] < lengths[:, None]
+    if not torch.equal(prefix, src_mask):
+        rows = (prefix != src_mask).any(1).nonzero().flatten().tolist()[:3]
+        raise ValueError(f"src_mask rows {rows} have padding before a real token; real tokens must come "
+                         "first in each row (right padding)")
+    if src.shape[1] > model.config.max_src_len:
+        raise ValueError(f"source of {src.shape[1]} tokens exceeds max_src_len={model.config.max_src_len}")
+    check_ids_in_range(src, model.config.src_vocab_size, "src", "the source vocabulary")
+    if tgt_in is not None and (tgt_in.dim() != 2 or tgt_in.shape[0] != src.shape[0]):
+        raise ValueError(f"tgt_in must be (batch, T) with batch {src.shape[0]}, got {tuple(tgt_in.shape)}")
 
 
 # -- decoding ------------------------------------------------------------------------------------------
@@ -315,6 +314,7 @@ def translate_examples(model, examples, src_vocab, tgt_vocab, batch_size: int = 
     out = []
     for k in range(0, len(examples), batch_size):
         ids, mask = encode_source([e.src for e in examples[k:k + batch_size]], src_vocab)
+        check_inputs(model, ids, mask)
         tokens, _, _ = greedy_decode(model, ids.to(device), mask.to(device), max_len)
         out.extend(tgt_vocab.decode(t) for t in tokens)
     return out
