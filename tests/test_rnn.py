@@ -2,9 +2,19 @@
 
 import pytest
 import torch
+from host_reads import no_host_reads
 from torch import nn
 
-from lmlib.models.rnn import LSTM, RNN, LSTMCell, RNNCell, copy_from_torch, hidden_gradient_norms, trace_gates
+from lmlib.models.rnn import (
+    LSTM,
+    RNN,
+    LSTMCell,
+    RNNCell,
+    check_inputs,
+    copy_from_torch,
+    hidden_gradient_norms,
+    trace_gates,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -131,17 +141,15 @@ def test_parameter_count_equals_pytorch():
 
 def test_bad_shapes_raise_clear_errors():
     lstm = LSTM(3, 4, num_layers=2)
-    with pytest.raises(ValueError, match="batch-first"):
-        lstm(torch.randn(5, 3))
-    with pytest.raises(ValueError, match=r"\(batch, time, 3\)"):
-        lstm(torch.randn(2, 5, 7))
-    with pytest.raises(ValueError, match="empty"):
-        lstm(torch.randn(2, 0, 3))
-    with pytest.raises(ValueError, match="pair"):
-        lstm(torch.randn(2, 5, 3), torch.zeros(2, 2, 4))
-    with pytest.raises(ValueError, match=r"\(2, 2, 4\)"):
-        lstm(torch.randn(2, 5, 3), (torch.zeros(1, 2, 4), torch.zeros(1, 2, 4)))
-    with pytest.raises(ValueError, match="positive"):
+    check_inputs(lstm, torch.randn(2, 5, 3), (torch.zeros(2, 2, 4), torch.zeros(2, 2, 4)))
+    for args, named in [((torch.randn(5, 3),), "(5, 3)"), ((torch.randn(2, 5, 7),), "(2, 5, 7)"),
+                        ((torch.randn(2, 0, 3),), "(2, 0)"), ((torch.randn(0, 5, 3),), "(0, 5)"),
+                        ((torch.randn(2, 5, 3), torch.zeros(2, 2, 4)), "Tensor"),
+                        ((torch.randn(2, 5, 3), (torch.zeros(1, 2, 4), torch.zeros(1, 2, 4))), "(1, 2, 4)")]:
+        with pytest.raises(ValueError) as err:
+            check_inputs(lstm, *args)
+        assert named in str(err.value), (named, str(err.value))
+    with pytest.raises(ValueError, match="input_size"):
         RNN(0, 4)
     with pytest.raises(ValueError, match="num_layers"):
         RNN(3, 4, num_layers=0)
@@ -186,14 +194,7 @@ def test_trace_gates_reproduces_the_layer():
         trace_gates(ours.cells[0], torch.randn(6, 3))
 
 
-def test_cells_and_layers_refuse_mismatched_shapes_with_a_clear_message():
-    rnn_cell, lstm_cell = RNNCell(3, 4), LSTMCell(3, 4)
-    X, H = torch.randn(2, 3), torch.randn(2, 4)
-    with pytest.raises(ValueError, match=r"expected X_t \(batch, 3\)"):
-        rnn_cell(torch.randn(2, 5), H)
-    with pytest.raises(ValueError, match="to match X_t's batch"):
-        rnn_cell(X, torch.randn(3, 4))
-    with pytest.raises(ValueError, match="to match X_t's batch"):
-        lstm_cell(X, (H, torch.randn(2, 7)))
-    with pytest.raises(ValueError, match="batch is empty"):
-        LSTM(3, 4)(torch.randn(0, 5, 3))
+def test_layers_read_nothing_back_from_the_device():
+    with no_host_reads():
+        LSTM(3, 4, num_layers=2, bidirectional=True)(torch.randn(2, 5, 3))
+        RNN(3, 4)(torch.randn(2, 5, 3))

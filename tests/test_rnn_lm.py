@@ -7,7 +7,15 @@ import torch
 import torch.nn.functional as F
 
 from lmlib.models.rnn import copy_from_torch
-from lmlib.models.rnn_lm import RNNLM, RNNLMConfig, TrainSettings, sample, zaremba_lr_factor, zaremba_small
+from lmlib.models.rnn_lm import (
+    RNNLM,
+    RNNLMConfig,
+    TrainSettings,
+    check_inputs,
+    sample,
+    zaremba_lr_factor,
+    zaremba_small,
+)
 from lmlib.text.batching import batchify, bptt_batches
 from lmlib.training.objectives import StatefulLMLoss
 
@@ -116,7 +124,12 @@ def test_bad_config_and_input():
     with pytest.raises(ValueError, match="positive"):
         RNNLMConfig(vocab_size=0)
     fast, _ = _models()
-    with pytest.raises(ValueError, match=r"\(batch, time\)"):
-        fast(torch.tensor([1, 2, 3]))
-    with pytest.raises(ValueError, match="torch.long"):
-        fast(torch.zeros(2, 3))
+    check_inputs(fast, torch.zeros(2, 3, dtype=torch.long))
+    for x, named in [(torch.tensor([1, 2, 3]), "(3,)"), (torch.zeros(2, 3), "torch.float32"),
+                     (torch.tensor([[1, fast.config.vocab_size]]), str(fast.config.vocab_size))]:
+        with pytest.raises(ValueError) as err:
+            check_inputs(fast, x)
+        assert named in str(err.value), (named, str(err.value))
+    with pytest.raises(ValueError) as err:
+        sample(fast, [fast.config.vocab_size], 3)  # sample is a boundary: it checks the prompt
+    assert str(fast.config.vocab_size) in str(err.value)

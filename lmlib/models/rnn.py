@@ -21,6 +21,8 @@ import math
 import torch
 from torch import nn
 
+from .config_checks import check_positive_ints
+
 
 def _uniform_(params, hidden_size: int) -> None:
     # PyTorch's default for its recurrent layers: U(-1/sqrt(h), 1/sqrt(h)) for every weight and bias.
@@ -29,28 +31,13 @@ def _uniform_(params, hidden_size: int) -> None:
         nn.init.uniform_(p, -bound, bound)
 
 
-def _check_sizes(input_size: int, hidden_size: int) -> None:
-    if input_size < 1 or hidden_size < 1:
-        raise ValueError(f"input_size and hidden_size must be positive, got {input_size} and {hidden_size}")
-
-
-def _check_step(cell: nn.Module, X_t: torch.Tensor, *states: torch.Tensor) -> None:
-    """One step's shapes: X_t ``(batch, input_size)`` and every state ``(batch, hidden_size)``."""
-    if X_t.dim() != 2 or X_t.size(1) != cell.input_size:
-        raise ValueError(f"expected X_t (batch, {cell.input_size}), got shape {tuple(X_t.shape)}")
-    for S in states:
-        if S.shape != (X_t.size(0), cell.hidden_size):
-            raise ValueError(f"expected a state ({X_t.size(0)}, {cell.hidden_size}) to match X_t's batch, "
-                             f"got shape {tuple(S.shape)}")
-
-
 class RNNCell(nn.Module):
     """One step of the Elman RNN: ``(batch, inputs), (batch, hiddens) -> (batch, hiddens)``."""
 
     def __init__(self, input_size: int, hidden_size: int):
         super().__init__()
-        _check_sizes(input_size, hidden_size)
         self.input_size, self.hidden_size = input_size, hidden_size
+        check_positive_ints(self, ("input_size", "hidden_size"))
         self.W_xh = nn.Parameter(torch.empty(input_size, hidden_size))
         self.W_hh = nn.Parameter(torch.empty(hidden_size, hidden_size))
         self.b_xh = nn.Parameter(torch.empty(hidden_size))
@@ -59,7 +46,6 @@ class RNNCell(nn.Module):
 
     def forward(self, X_t: torch.Tensor, H_prev: torch.Tensor) -> torch.Tensor:
         """H_t = tanh(X_t W_xh + b_xh + H_{t-1} W_hh + b_hh)."""
-        _check_step(self, X_t, H_prev)
         return torch.tanh(X_t @ self.W_xh + self.b_xh + H_prev @ self.W_hh + self.b_hh)
 
 
@@ -73,8 +59,8 @@ class LSTMCell(nn.Module):
 
     def __init__(self, input_size: int, hidden_size: int):
         super().__init__()
-        _check_sizes(input_size, hidden_size)
         self.input_size, self.hidden_size = input_size, hidden_size
+        check_positive_ints(self, ("input_size", "hidden_size"))
         for g in self.GATES:
             setattr(self, f"W_x{g}", nn.Parameter(torch.empty(input_size, hidden_size)))
             setattr(self, f"W_h{g}", nn.Parameter(torch.empty(hidden_size, hidden_size)))
@@ -89,7 +75,6 @@ class LSTMCell(nn.Module):
             O_t = σ(X_t W_xo + H_{t-1} W_ho + b_o)        output gate
             C̃_t = tanh(X_t W_xc + H_{t-1} W_hc + b_c)     input node
         """
-        _check_step(self, X_t, H_prev)
         I_t = torch.sigmoid(X_t @ self.W_xi + H_prev @ self.W_hi + self.b_i)
         F_t = torch.sigmoid(X_t @ self.W_xf + H_prev @ self.W_hf + self.b_f)
         O_t = torch.sigmoid(X_t @ self.W_xo + H_prev @ self.W_ho + self.b_o)
@@ -99,7 +84,6 @@ class LSTMCell(nn.Module):
     def forward(self, X_t: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """C_t = F_t ⊙ C_{t-1} + I_t ⊙ C̃_t  (memory: kept part + written part);  H_t = O_t ⊙ tanh(C_t)."""
         H_prev, C_prev = state
-        _check_step(self, X_t, C_prev)
         g = self.gates(X_t, H_prev)
         C_t = g["F"] * C_prev + g["I"] * g["C_tilde"]
         H_t = g["O"] * torch.tanh(C_t)
@@ -119,10 +103,8 @@ class _Recurrent(nn.Module):
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bidirectional: bool = False):
         super().__init__()
-        _check_sizes(input_size, hidden_size)
-        if num_layers < 1:
-            raise ValueError(f"num_layers must be at least 1, got {num_layers}")
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
+        check_positive_ints(self, ("input_size", "hidden_size", "num_layers"))
         self.bidirectional = bidirectional
         self.directions = 2 if bidirectional else 1
         # cells[layer * directions + direction], the same order as PyTorch's state tensors.
@@ -135,26 +117,10 @@ class _Recurrent(nn.Module):
         zeros = X.new_zeros(self.num_layers * self.directions, X.size(0), self.hidden_size)
         return (zeros, zeros.clone()) if self.has_memory else zeros
 
-    def _check_inputs(self, X: torch.Tensor, state) -> None:
-        if X.dim() != 3 or X.size(-1) != self.input_size:
-            raise ValueError(f"expected input (batch, time, {self.input_size}), got shape {tuple(X.shape)}; "
-                             f"the layers are batch-first")
-        if X.size(1) == 0:
-            raise ValueError("the input sequence is empty (time = 0)")
-        if X.size(0) == 0:
-            raise ValueError("the batch is empty (batch = 0)")
-        want = (self.num_layers * self.directions, X.size(0), self.hidden_size)
-        parts = state if self.has_memory else (state,)
-        if self.has_memory and (not isinstance(state, (tuple, list)) or len(state) != 2):
-            raise ValueError("an LSTM state is a pair (H, C)")
-        for name, s in zip("HC", parts):
-            if tuple(s.shape) != want:
-                raise ValueError(f"state {name} must be (layers * directions, batch, hidden) = {want}, "
-                                 f"got {tuple(s.shape)}")
-
     def forward(self, X: torch.Tensor, state=None):
+        """Each layer's cells run over time (the reverse direction from the end), the layer's outputs being the
+        next layer's input (inputs as :func:`check_inputs` accepts them)."""
         state = self._zero_state(X) if state is None else state
-        self._check_inputs(X, state)
         final_H, final_C = [], []
         layer_input = X
         for layer in range(self.num_layers):
@@ -189,6 +155,26 @@ class LSTM(_Recurrent):
 
     cell_class = LSTMCell
     has_memory = True
+
+
+def check_inputs(model: RNN | LSTM, X: torch.Tensor, state=None) -> None:
+    """Refuse inputs :meth:`RNN.forward`/:meth:`LSTM.forward` would misread, naming the shapes: X ``(batch, time,
+    input_size)``, batch-first and not empty, and a state ``(layers * directions, batch, hidden)`` (a pair (H, C)
+    for the LSTM). Call it where input enters; the layers check nothing, not even per step."""
+    if X.dim() != 3 or X.size(-1) != model.input_size:
+        raise ValueError(f"expected input (batch, time, {model.input_size}), got shape {tuple(X.shape)}; "
+                         f"the layers are batch-first")
+    if X.size(0) == 0 or X.size(1) == 0:
+        raise ValueError(f"the input is empty (batch, time) = {tuple(X.shape[:2])}")
+    if state is None:
+        return
+    want = (model.num_layers * model.directions, X.size(0), model.hidden_size)
+    if model.has_memory and (not isinstance(state, (tuple, list)) or len(state) != 2):
+        raise ValueError(f"an LSTM state is a pair (H, C), got {type(state).__name__}")
+    for name, s in zip("HC", state if model.has_memory else (state,)):
+        if tuple(s.shape) != want:
+            raise ValueError(f"state {name} must be (layers * directions, batch, hidden) = {want}, "
+                             f"got {tuple(s.shape)}")
 
 
 @torch.no_grad()

@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..runtime import eval_mode
+from ..text.vocab import check_ids_in_range
 from . import rnn as lmlib_rnn
 
 CORES = {
@@ -56,13 +57,6 @@ class RNNLMConfig:
             raise ValueError(f"init_range must be positive, got {self.init_range}")
 
 
-def _check_ids(x: torch.Tensor) -> None:
-    if x.dim() != 2:
-        raise ValueError(f"expected token ids (batch, time), got shape {tuple(x.shape)}")
-    if x.dtype != torch.long:
-        raise ValueError(f"token ids must be integers (torch.long), got {x.dtype}")
-
-
 class RNNLM(nn.Module):
     """``model(x, state=None) -> (logits, state)``: x ``(batch, time)`` ids, logits ``(batch, time, vocab)``.
 
@@ -83,9 +77,18 @@ class RNNLM(nn.Module):
             nn.init.uniform_(p, -c.init_range, c.init_range)
 
     def forward(self, x: torch.Tensor, state=None):
-        _check_ids(x)
         H, state = self.rnn(self.drop(self.embedding(x)), state)  # (batch, time, hidden)
         return self.decoder(self.drop(H)), state  # logits (batch, time, vocab)
+
+
+def check_inputs(model: RNNLM, x: torch.Tensor) -> None:
+    """Refuse token ids :meth:`RNNLM.forward` would misread: ``(batch, time)`` long ids inside the vocabulary.
+    Call it where input enters; the forward checks nothing."""
+    if x.dim() != 2:
+        raise ValueError(f"expected token ids (batch, time), got shape {tuple(x.shape)}")
+    if x.dtype != torch.long:
+        raise ValueError(f"token ids must be integers (torch.long), got {x.dtype}")
+    check_ids_in_range(x, model.config.vocab_size, "x", "the model's vocabulary (vocab_size)")
 
 
 def zaremba_lr_factor(epoch: int, max_epoch: int = 4, decay: float = 0.5) -> float:
@@ -138,6 +141,7 @@ def sample(model: RNNLM, prompt_ids: list[int], length: int, temperature: float 
         raise ValueError(f"temperature must be positive, got {temperature}")
     if not prompt_ids:
         raise ValueError("the prompt must hold at least one token")
+    check_inputs(model, torch.tensor([prompt_ids]))
     with eval_mode(model):
         device = next(model.parameters()).device
         logits, state = model(torch.tensor([prompt_ids], device=device))
