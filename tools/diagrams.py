@@ -399,65 +399,60 @@ def ulmfit_stages() -> Svg:
 # -- 08: ELMo's biLM and the scalar mix ---------------------------------------------------------------------------
 
 def elmo_bilm() -> Svg:
-    s = Svg(880, 480, "ELMo: a character CNN gives x_k; forward and backward LSTM layers give h_k,j; the task mixes "
-                      "the layers, ELMo_k = gamma sum_j s_j h_k,j")
-    # the token layer, left to right along the bottom
-    y0 = 412
-    s.text(10, y0 - 12, "token layer Θ_{x}: character CNN, shared by both directions", anchor="start", size=12,
-           bold=True)
-    for i, ch in enumerate(["⟨w⟩", "s", "t", "a", "r", "⟨/w⟩"]):
-        s.box(10 + i * 22, y0 + 8, 22, 24, ch, GREY, size=10 if len(ch) > 1 else 12, amount=0.12)
-    s.text(76, y0 + 52, "bytes of t_{k} = “star”", size=11, colour=GREY)
-    chain = [(156, 82, ["char", "embeddings"], 11.5), (254, 108, ["filters, widths", "1 … w; max-pool"], 11.5),
-             (378, 168, ["highway layers", "t ⊙ g(W_{H}x + b_{H}) + (1 − t) ⊙ x"], 10),
-             (562, 86, ["projection"], 11.5)]
-    prev = 142
-    for x, w, lines, size in chain:
-        s.line(prev, y0 + 20, x - 1, y0 + 20)
-        s.box(x, y0, w, 40, "", PURPLE, size=size, lines=lines, amount=0.16)
-        prev = x + w
-    cx = 605
-    s.line(cx, y0, cx, 381)
-    s.box(cx - 100, 348, 200, 32, "x_{k}", PURPLE, size=14)
-    for j, y in ((1, 283), (2, 218)):
-        s.box(cx - 100, y, 96, 34, f"→h_{{k,{j}}}", BLUE, size=13)
-        s.box(cx + 4, y, 96, 34, f"←h_{{k,{j}}}", GREEN, size=13)
-        s.line(cx - 150, y + 11, cx - 101, y + 11, BLUE)
-        s.text(cx - 152, y + 4, f"→h_{{k−1,{j}}}", anchor="end", size=11, colour=BLUE)
-        s.line(cx + 150, y + 11, cx + 101, y + 11, GREEN)
-        s.text(cx + 104, y - 4, f"←h_{{k+1,{j}}}", anchor="start", size=11, colour=GREEN)
-    s.line(cx - 52, 348, cx - 52, 318)
-    s.line(cx + 52, 348, cx + 52, 318)
-    s.line(cx - 52, 283, cx - 52, 253)
-    s.line(cx + 52, 283, cx + 52, 253)
-    s.box(cx - 100, 150, 200, 32, "softmax Θ_{s} (shared)", ORANGE, size=12)
-    s.line(cx - 52, 218, cx - 52, 183)
-    s.line(cx + 52, 218, cx + 52, 183)
-    s.line(cx - 52, 150, cx - 52, 122)
-    s.line(cx + 52, 150, cx + 52, 122)
-    s.text(cx - 46, 112, "p(t_{k+1} | t_{1}, …, t_{k})", anchor="end", size=12, colour=BLUE)
-    s.text(cx + 46, 112, "p(t_{k−1} | t_{k}, …, t_{N})", anchor="start", size=12, colour=GREEN)
-    s.text(cx - 50, 90, "forward LM", size=11, colour=BLUE)
-    s.text(cx + 50, 90, "backward LM", size=11, colour=GREEN)
-    # equations on the left
-    s.note(14, 40, ["biLM (Peters et al. 2018, eq. 1): forward and",
-                    "backward LSTM LMs share Θ_{x} and Θ_{s}", "",
-                    "h_{k,0} = [x_{k}; x_{k}]",
-                    "h_{k,j} = [→h_{k,j}; ←h_{k,j}],  j = 1 … L",
-                    "layer 2 adds a residual: LSTM_{2}(h_{1}) + h_{1}"], step=20, size=12.5)
-    # scalar mix on the right
-    mx = 730
-    for j, y in ((0, 364), (1, 300), (2, 235)):
-        s.line(cx + 101, y + 9, mx - 6, y + 9, RED, width=1.1, dash="3 2")
-        s.text(mx, y + 13, f"s_{{{j}}} · h_{{k,{j}}}", anchor="start", size=12.5, colour=RED)
-        s.line(mx + 70, y + 4, 840, 186, RED, width=1.2)
-    s.circle(845, 172, 13, fill=tint(RED, 0.25), stroke=RED)
-    s.text(845, 177, "Σ", size=14)
-    s.line(845, 158, 845, 128)
-    s.text(851, 147, "× γ", anchor="start", size=12, colour=RED)
-    s.text(845, 118, "ELMo_{k}", size=13, bold=True, colour=RED)
-    s.text(868, 60, "ELMo_{k} = γ Σ_{j} s_{j} h_{k,j}", anchor="end", size=13, bold=True, colour=RED)
-    s.text(868, 80, "s = softmax(w); w, γ learned by the task", anchor="end", size=11.5)
+    s = Svg(820, 340, "ELMo's biLM over three tokens: a character CNN gives x_k; forward LSTM layers read left to "
+                      "right, backward ones right to left; the task mixes every layer's concatenated state, "
+                      "ELMo_k = gamma sum_j s_j h_k,j (Peters et al. 2018, Equation 1)")
+    cols = {"k−2": 150, "k−1": 300, "k": 450}   # column centres; the mixed token k is the last shown
+    words = {"k−2": "“a”", "k−1": "“bright”", "k": "“star”"}
+    w, fwd, bwd = 120, BLUE, GREEN
+    rows = {2: 118, 1: 196}                       # top of each LSTM layer's forward row; its backward row is 28 below
+    y_tok, y_soft = 274, 62
+    s.text(16, 24, "biLM (Peters et al. 2018, §3.1): a forward and a backward LSTM LM share the token layer Θ_{x} "
+                   "and the softmax Θ_{s}", anchor="start", size=12.5)
+    s.text(16, rows[2] + 30, "LSTM 2", anchor="start", size=12, bold=True)
+    s.text(16, rows[1] + 30, "LSTM 1", anchor="start", size=12, bold=True)
+    s.text(16, y_tok + 20, "tokens", anchor="start", size=12, bold=True)
+    s.box(cols["k−2"] - w / 2, y_soft, cols["k"] - cols["k−2"] + w, 26,
+          "softmax Θ_{s}, shared: → predicts t_{k+1}, ← predicts t_{k−1}", ORANGE, size=12)
+    for name, cx in cols.items():
+        x0 = cx - w / 2
+        s.box(x0, y_tok, w, 30, f"char CNN → x_{{{name}}}", PURPLE, size=11.5, amount=0.16)
+        s.text(cx, y_tok + 50, f"t_{{{name}}} = {words[name]}", size=11.5, colour=GREY)
+        for j, y in rows.items():
+            s.box(x0, y, w, 24, f"→h_{{{name},{j}}}", fwd, size=11.5)
+            s.box(x0, y + 28, w, 24, f"←h_{{{name},{j}}}", bwd, size=11.5)
+        s.line(cx, y_tok, cx, rows[1] + 53)
+        s.line(cx, rows[1], cx, rows[2] + 53)
+        s.line(cx, rows[2], cx, y_soft + 27)
+    names = list(cols)
+    for a, b in zip(names, names[1:]):     # forward: left to right; backward: right to left
+        for j, y in rows.items():
+            s.line(cols[a] + w / 2, y + 12, cols[b] - w / 2 - 1, y + 12, fwd)
+            s.line(cols[b] - w / 2, y + 40, cols[a] + w / 2 + 1, y + 40, bwd)
+    for j, y in rows.items():              # the backward LSTM at k has read t_N … t_(k+1)
+        s.line(cols["k"] + w / 2 + 34, y + 40, cols["k"] + w / 2 + 1, y + 40, bwd, dash="3 2")
+    s.text(cols["k"] + w / 2 + 36, rows[1] + 68, "← from t_{N} … t_{k+1}", anchor="start", size=10.5, colour=GREEN)
+    s.text(cols["k−2"] - w / 2, rows[1] + 68, "t_{1} … →", anchor="start", size=10.5, colour=BLUE)
+    # h_{k,j}: the concatenated state of each layer at token k, and the token layer [x_k; x_k]
+    xk = cols["k"] - w / 2 - 5
+    taps = {2: (rows[2] - 4, 60), 1: (rows[1] - 4, 60), 0: (y_tok - 4, 38)}
+    for j, (y, h) in taps.items():
+        s.rect(xk, y, w + 10, h, stroke=RED, rx=6, width=1.6, dash="5 3")
+    mx, sx, sy = 640, 782, 214
+    for j, (y, h) in taps.items():
+        label = "h_{k,0} = [x_{k}; x_{k}]" if j == 0 else f"h_{{k,{j}}} = [→h; ←h]"
+        s.line(xk + w + 10, y + h / 2, mx + 34, y + h / 2, RED, width=1.2, arrow=False)
+        s.text(mx, y + h / 2 + 14, label, anchor="start", size=10.5, colour=RED)
+        s.text(mx, y + h / 2 - 5, f"× s_{{{j}}}", anchor="start", size=12, colour=RED)
+        s.line(mx + 34, y + h / 2, sx - 14, sy + (j - 1) * 8, RED, width=1.2)
+    s.circle(sx, sy, 14, fill=tint(RED, 0.25), stroke=RED)
+    s.text(sx, sy + 5, "Σ", size=14)
+    s.line(sx, sy - 15, sx, 146)
+    s.text(sx + 6, 176, "× γ", anchor="start", size=12, colour=RED)
+    s.text(sx, 136, "ELMo_{k}", size=13, bold=True, colour=RED)
+    s.text(810, 58, "ELMo_{k} = γ Σ_{j} s_{j} h_{k,j}", anchor="end", size=13, bold=True, colour=RED)
+    s.text(810, 76, "Peters et al. 2018, Equation 1", anchor="end", size=11.5)
+    s.text(810, 94, "s = softmax(w); w, γ learned by the task", anchor="end", size=11.5)
     return s
 
 
