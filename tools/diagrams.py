@@ -651,6 +651,71 @@ def transformer_xl_memory() -> Svg:
     return s
 
 
+# -- 09: GPT's Transformer stack and its two heads ----------------------------------------------------------------
+
+def _shipped_config(name: str) -> dict:
+    """The model config recorded in a shipped checkpoint's ``lmlib/pretrained/<name>/pretrain.json``."""
+    import json
+    path = Path(__file__).resolve().parents[1] / "lmlib" / "pretrained" / name / "pretrain.json"
+    return json.loads(path.read_text(encoding="utf-8"))["config"]
+
+
+def gpt_block() -> Svg:
+    c = _shipped_config("gpt_imdb")
+    s = Svg(820, 566, "GPT-1 (Radford et al. 2018, Figure 1, left): text and position embedding, 12 Transformer "
+                      "blocks of masked multi-head self-attention and feed-forward, each followed by add and layer "
+                      "norm; a text-prediction head and a task-classifier head, L3 = L2 + lambda L1")
+    cx = 250
+    s.text(cx, 554, "tokens U = (u_{i−k}, …, u_{i−1}), or a task's sequence x^{1}, …, x^{m}", size=12)
+    s.line(cx, 541, cx, 515)
+    s.box(cx - 110, 480, 220, 34, "", GREY, size=12, amount=0.15,
+          lines=["Text & Position Embed", "h_{0} = U W_{e} + W_{p}"])
+    s.line(cx, 480, cx, 447)
+    # one block, repeated n times
+    s.rect(cx - 130, 206, 260, 232, fill="none", stroke=GREY, dash="5 4", rx=8)
+    s.text(cx - 142, 324, "12×", anchor="end", size=16, bold=True)
+    s.text(cx - 142, 342, "(n blocks)", anchor="end", size=11, colour=GREY)
+    _sublayer(s, cx, 392, "", RED, ["Masked Multi Self Attention", "position t sees positions ≤ t"])
+    _residual(s, cx + 108, cx, 432, 362)
+    s.line(cx, 392, cx, 375)
+    s.box(cx - 90, 350, 180, 24, "Add & Layer Norm", ORANGE, size=12)
+    s.line(cx, 350, cx, 317)
+    _sublayer(s, cx, 282, "", BLUE, ["Feed Forward, each position", "GELU(x W_{1} + b_{1}) W_{2} + b_{2}"])
+    _residual(s, cx + 108, cx, 330, 252)
+    s.line(cx, 282, cx, 265)
+    s.box(cx - 90, 240, 180, 24, "Add & Layer Norm", ORANGE, size=12)
+    s.text(cx + 142, 322, "h_{l} = transformer_block(h_{l−1})", anchor="start", size=12.5)
+    s.text(cx + 142, 340, "l = 1, …, n", anchor="start", size=12, colour=GREY)
+    # the two heads on the last block's states
+    s.line(cx, 240, cx, 196, arrow=False)
+    s.path(f"M{cx:g},196 L{cx - 110:g},196 L{cx - 110:g},167", INK, 1.3)
+    s.path(f"M{cx:g},196 L{cx + 110:g},196 L{cx + 110:g},167", INK, 1.3)
+    s.text(cx + 8, 218, "h_{n}", anchor="start", size=12)
+    s.box(cx - 200, 130, 180, 36, "", CYAN, size=12, lines=["Text Prediction", "P(u) = softmax(h_{n} W_{e}^{⊤})"])
+    s.box(cx + 20, 130, 180, 36, "", GREEN, size=12,
+          lines=["Task Classifier", "P(y | x^{1..m}) = softmax(h_{l}^{m} W_{y})"])
+    s.line(cx - 110, 130, cx - 110, 104)
+    s.line(cx + 110, 130, cx + 110, 104)
+    s.text(cx - 110, 92, "L_{1} = Σ_{i} log P(u_{i} | u_{i−k..i−1})", size=12)
+    s.text(cx - 110, 76, "pretraining; auxiliary in fine-tuning", size=11, colour=GREY)
+    s.text(cx + 110, 92, "L_{2} = Σ_{(x, y)} log P(y | x^{1..m})", size=12)
+    s.text(cx + 110, 76, "the task's labels, read at [extract]", size=11, colour=GREY)
+    s.text(cx, 44, "fine-tuning maximises L_{3}(C) = L_{2}(C) + λ · L_{1}(C)", size=14, bold=True)
+    s.text(cx, 22, "the text-prediction head reuses W_{e} (tied); the task adds only W_{y} and λ", size=11.5,
+           colour=GREY)
+    # the paper's size and this course's
+    order = ("pre-norm, GPT-2's order: LayerNorm before each", "sub-layer and one after the last block.") \
+        if c["norm"] == "pre" else ("post-norm, as drawn.", "")
+    s.note(470, 420, ["Radford et al. 2018: n = 12 blocks, 768",
+                      "dimensions, 12 heads; post-norm (Add &",
+                      "Layer Norm after each sub-layer), as drawn.",
+                      "",
+                      f"The course's IMDb GPT (section 5): n = {c['num_layers']},",
+                      f"d_model {c['d_model']}, {c['num_heads']} heads, {c['block_size']} positions,",
+                      *[line for line in order if line]], step=17, size=12)
+    return s
+
+
 DIAGRAMS = {
     "attention_encoder_decoder.svg": attention_encoder_decoder,
     "transformer_layers.svg": transformer_layers,
@@ -661,6 +726,7 @@ DIAGRAMS = {
     "bert_input.svg": bert_input,
     "bert_heads.svg": bert_heads,
     "transformer_xl_memory.svg": transformer_xl_memory,
+    "gpt_block.svg": gpt_block,
 }
 
 
