@@ -716,6 +716,62 @@ def gpt_block() -> Svg:
     return s
 
 
+# -- 10: fine-tuning BERT ----------------------------------------------------------------------------------------
+
+def bert_finetuning() -> Svg:
+    s = Svg(880, 402, "Fine-tuning BERT (after Devlin et al. 2019, Figure 4): the same pretrained encoder for every "
+                      "task; a sentence or sentence pair in, a classifier on C for a label, or on each T_i for a tag")
+    panels = [
+        (20, "(a) one sentence or a pair → one label", "e.g. sentiment (SST-2, IMDb), entailment (MNLI)",
+         ["[CLS]", "Tok 1", "…", "Tok N", "[SEP]", "Tok′ 1", "…", "[SEP]"],
+         ["C", "T_{1}", "…", "T_{N}", "T_{[SEP]}", "T′_{1}", "…", "T′_{[SEP]}"]),
+        (460, "(b) one sentence → a tag per token", "e.g. named entities (CoNLL-2003), part of speech",
+         ["[CLS]", "Tok 1", "Tok 2", "…", "Tok N", "[SEP]"],
+         ["C", "T_{1}", "T_{2}", "…", "T_{N}", "T_{[SEP]}"]),
+    ]
+    for x0, title, example, tokens, outs in panels:
+        width = 400
+        pitch = width / len(tokens)
+        xs = [x0 + pitch * (i + 0.5) for i in range(len(tokens))]
+        s.text(x0, 24, title, anchor="start", size=13.5, bold=True)
+        s.text(x0, 42, example, anchor="start", size=11.5, colour=GREY)
+        for x, token, out in zip(xs, tokens, outs):
+            special = token.startswith("[")
+            if token != "…":
+                s.box(x - pitch / 2 + 3, 330, pitch - 6, 26, token, GREEN if special else GREY, size=11,
+                      amount=0.3 if special else 0.08)
+                s.line(x, 330, x, 297, GREY, width=1)
+                s.line(x, 246, x, 220, GREY, width=1)
+                s.box(x - pitch / 2 + 5, 194, pitch - 10, 24, out, BLUE, size=10.5 if len(out) > 8 else 11.5,
+                      amount=0.35 if out == "C" or (x0 > 400 and out.startswith("T_{")) else 0.12)
+            else:
+                s.text(x, 348, "…", size=14)
+                s.text(x, 211, "…", size=14)
+        s.box(x0, 250, width, 44, "", PURPLE, size=12, amount=0.16,
+              lines=["the same pretrained BERT, every weight fine-tuned",
+                     "input: token + segment + position embeddings"])
+        if x0 < 400:   # classification on C
+            x = xs[0]
+            s.line(x, 194, x, 162)
+            s.box(x - 20, 124, 250, 36, "", RED, size=12,
+                  lines=["new layer W ∈ R^{K×H}", "P(label) = softmax(C W^{⊤})"])
+            s.line(x, 124, x, 98)
+            s.text(x - 20, 88, "class label", anchor="start", size=13, bold=True)
+        else:          # tagging on every T_i
+            tagged = [i for i, out in enumerate(outs) if out.startswith("T_{") and out != "T_{[SEP]}"]
+            for i in tagged:
+                s.line(xs[i], 194, xs[i], 162)
+            s.box(xs[tagged[0]] - 30, 124, xs[tagged[-1]] - xs[tagged[0]] + 60, 36, "", RED, size=12,
+                  lines=["one new layer W, shared by positions", "P(tag_{i}) = softmax(T_{i} W^{⊤})"])
+            for i, tag in zip(tagged, ["B-PER", "I-PER", "O"]):
+                s.line(xs[i], 124, xs[i], 98)
+                s.text(xs[i], 88, tag, size=12.5, bold=True)
+    s.note(20, 376, ["A pair fills segment A ([CLS], sentence A, the first [SEP]) and segment B (sentence B, the "
+                     "last [SEP]);", "one sentence is segment A alone. Only W is new; every other weight starts "
+                     "from pretraining."], step=16, size=12)
+    return s
+
+
 DIAGRAMS = {
     "attention_encoder_decoder.svg": attention_encoder_decoder,
     "transformer_layers.svg": transformer_layers,
@@ -727,6 +783,7 @@ DIAGRAMS = {
     "bert_heads.svg": bert_heads,
     "transformer_xl_memory.svg": transformer_xl_memory,
     "gpt_block.svg": gpt_block,
+    "bert_finetuning.svg": bert_finetuning,
 }
 
 
