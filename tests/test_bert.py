@@ -39,7 +39,7 @@ def pair_batch():
 
 @pytest.mark.parametrize("field, value, words", [
     ("vocab_size", 0, "BertConfig.vocab_size"),
-    ("num_heads", 5, "not divisible"),
+    ("num_heads", 5, "num_heads=5"),
     ("dropout", 1.0, "[0, 1)"),
     ("attention_dropout", -0.1, "[0, 1)"),
     ("layer_norm_eps", 0.0, "1e-12"),

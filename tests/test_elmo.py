@@ -335,7 +335,7 @@ def test_scalar_mix_with_layer_norm_uses_only_real_positions():
 
 @pytest.mark.parametrize("call, words", [
     (lambda: ScalarMix(3, initial_weights=[0.0, 1.0]), "one weight per layer"),
-    (lambda: ScalarMix(0), "positive int"),
+    (lambda: ScalarMix(0), "num_layers"),
     (lambda: ScalarMix(3)([torch.zeros(1, 2, 4)] * 2), "ScalarMix(bilm.config.num_layers + 1)"),
     (lambda: ScalarMix(2)([torch.zeros(1, 2, 4), torch.zeros(1, 2, 3)]), "of one shape"),
     (lambda: ScalarMix(2)([torch.zeros(1, 2, 4)] * 2, torch.ones(1, 3, dtype=torch.bool)), "mask must be"),

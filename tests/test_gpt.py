@@ -38,7 +38,7 @@ def tiny(**overrides) -> GPT:
 
 @pytest.mark.parametrize("field, value, words", [
     ("vocab_size", 0, "GPTConfig.vocab_size"),
-    ("num_heads", 3, "not divisible"),
+    ("num_heads", 3, "num_heads=3"),
     ("dropout", 1.0, "[0, 1)"),
     ("norm", "middle", "'pre' (GPT-2) or 'post' (GPT-1)"),
     ("activation", "relu", "gelu_tanh"),

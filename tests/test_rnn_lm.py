@@ -121,7 +121,7 @@ def test_bad_config_and_input():
         RNNLMConfig(vocab_size=10, backend="cuda")
     with pytest.raises(ValueError, match="dropout"):
         RNNLMConfig(vocab_size=10, dropout=1.0)
-    with pytest.raises(ValueError, match="positive"):
+    with pytest.raises(ValueError, match="vocab_size"):
         RNNLMConfig(vocab_size=0)
     fast, _ = _models()
     check_inputs(fast, torch.zeros(2, 3, dtype=torch.long))

@@ -171,7 +171,7 @@ def test_first_layer_reads_scaled_embedding_plus_position(side):
 
 
 def test_clear_errors():
-    with pytest.raises(ValueError, match="not divisible"):
+    with pytest.raises(ValueError, match="d_model=30.*num_heads=4"):
         TransformerConfig(src_vocab_size=10, tgt_vocab_size=10, d_model=30, num_heads=4)
     model = small_model()
     src, tgt = torch.randint(4, 11, (2, 5)), torch.randint(4, 13, (2, 3))
@@ -191,7 +191,7 @@ def test_clear_errors():
         with pytest.raises(ValueError) as err:
             check_inputs(model, *args)
         assert named in str(err.value), (args, str(err.value))
-    with pytest.raises(ValueError, match="num_heads must be positive"):
+    with pytest.raises(ValueError, match="num_heads"):
         TransformerConfig(src_vocab_size=10, tgt_vocab_size=10, num_heads=0)
     with pytest.raises(ValueError, match="eos_id=3 is not an id of both vocabularies"):
         TransformerConfig(src_vocab_size=3, tgt_vocab_size=10)
@@ -199,7 +199,7 @@ def test_clear_errors():
 
 def test_multihead_errors_reach_the_model():
     # d_model % heads is checked once, in MultiHeadAttention; the layers pass it on
-    with pytest.raises(ValueError, match="d_model=18 is not divisible by num_heads=4"):
+    with pytest.raises(ValueError, match="d_model=18.*num_heads=4"):
         EncoderLayer(18, 4, FF)
 
 

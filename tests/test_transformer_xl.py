@@ -194,7 +194,7 @@ def test_training_step_runs_with_dropout_and_a_tiny_model_learns_a_repeating_tex
 @pytest.mark.parametrize("field, value, words", [
     ("mem_len", -1, "TransformerXLConfig.mem_len"),
     ("segment_len", 0, "TransformerXLConfig.segment_len"),
-    ("num_heads", 3, "heads of an even size"),
+    ("num_heads", 3, "num_heads=3"),
     ("positions", "rotary", "'relative' (Transformer-XL) or 'absolute'"),
     ("norm", "middle", "'pre' or 'post'"),
     ("layer_norm_eps", 0.0, "positive"),

@@ -27,7 +27,8 @@ import torch
 from torch import nn
 
 from ..text.vocab import check_ids_in_range
-from .dropouts import EmbeddingDropout, LockedDropout, WeightDropLSTM, check_probability
+from .config_checks import check_positive_ints, check_probability
+from .dropouts import EmbeddingDropout, LockedDropout, WeightDropLSTM
 
 State = list[tuple[torch.Tensor, torch.Tensor]]
 
@@ -56,10 +57,7 @@ class AWDLSTMConfig:
     pad_id: int | None = None
 
     def __post_init__(self):
-        for name in ("vocab_size", "embed_size", "hidden_size", "num_layers"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        check_positive_ints(self, ("vocab_size", "embed_size", "hidden_size", "num_layers"))
         for name in ("embed_p", "input_p", "hidden_p", "weight_p", "output_p"):
             check_probability(getattr(self, name), name)
         if self.pad_id is not None and not 0 <= self.pad_id < self.vocab_size:

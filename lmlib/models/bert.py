@@ -40,7 +40,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..text.vocab import check_ids_in_range
-from .config_checks import check_positive_ints
+from .config_checks import check_heads, check_positive_ints, check_probability
 from .multihead import MultiHeadAttention
 from .state_dicts import check_state_dict, hf_from_pretrained
 
@@ -84,13 +84,9 @@ class BertConfig:
             self.attention_dropout = self.dropout
         check_positive_ints(self, ("vocab_size", "block_size", "type_vocab_size", "num_layers", "num_heads", "d_model",
                                    "d_ff"))
-        if self.d_model % self.num_heads != 0:
-            raise ValueError(f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}: each head "
-                             f"gets d_model / num_heads dimensions; pick num_heads from "
-                             f"{[h for h in range(1, min(self.d_model, 16) + 1) if self.d_model % h == 0]}")
-        for name in ("dropout", "attention_dropout"):
-            if not 0.0 <= getattr(self, name) < 1.0:
-                raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)}")
+        check_heads(self.d_model, self.num_heads)
+        check_probability(self.dropout, "dropout")
+        check_probability(self.attention_dropout, "attention_dropout")
         if not self.layer_norm_eps > 0:
             raise ValueError(f"layer_norm_eps must be positive (BERT uses 1e-12), got {self.layer_norm_eps}")
         if self.pad_id is not None and not 0 <= self.pad_id < self.vocab_size:

@@ -1,5 +1,5 @@
-"""The one check of size fields, shared by the models' configs, so each config says in one line which fields must be
-sizes."""
+"""The checks the models' configs and constructors share, so each says in one line which fields are sizes, which
+are probabilities and how the heads split ``d_model``."""
 
 from __future__ import annotations
 
@@ -18,3 +18,20 @@ def check_positive_ints(config, names: tuple[str, ...], minimum: int = 1) -> Non
             size = None
         if isinstance(value, bool) or size is None or size < minimum:
             raise ValueError(f"{type(config).__name__}.{name} must be an int of at least {minimum}, got {value!r}")
+
+
+def check_probability(p: float, name: str = "p") -> float:
+    """A dropout probability must lie in [0, 1): p = 1 would drop everything and divide by zero."""
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p < 1:
+        raise ValueError(f"{name} must be a number in [0, 1) (the probability of dropping a unit), got {p!r}")
+    return float(p)
+
+
+def check_heads(d_model: int, num_heads: int, head_multiple: int = 1) -> None:
+    """``d_model`` must split into ``num_heads`` heads of a whole number of dimensions (a multiple of
+    ``head_multiple``: 2 where sinusoids pair sin and cos); the message lists the head counts that fit."""
+    if d_model % (num_heads * head_multiple) != 0:
+        fits = [h for h in range(1, 17) if d_model % (h * head_multiple) == 0]
+        size = "equal size" if head_multiple == 1 else f"equal size, a multiple of {head_multiple}"
+        raise ValueError(f"d_model={d_model} does not split into num_heads={num_heads} heads of {size}; pick "
+                         f"num_heads from {fits}")

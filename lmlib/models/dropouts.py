@@ -23,14 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call
 
-
-def check_probability(p: float, name: str = "p") -> float:
-    """A dropout probability must lie in [0, 1): p = 1 would drop everything and divide by zero."""
-    if isinstance(p, bool) or not isinstance(p, (int, float)):
-        raise ValueError(f"{name} must be a number in [0, 1), got {p!r}")
-    if not 0 <= p < 1:
-        raise ValueError(f"{name} must be in [0, 1) (the probability of dropping a unit), got {p}")
-    return float(p)
+from .config_checks import check_positive_ints, check_probability
 
 
 def bernoulli_mask(shape, p: float, like: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
@@ -125,11 +118,10 @@ class WeightDropLSTM(nn.Module):
 
     def __init__(self, input_size: int, hidden_size: int, weight_p: float):
         super().__init__()
-        if input_size < 1 or hidden_size < 1:
-            raise ValueError(f"input_size and hidden_size must be positive, got {input_size} and {hidden_size}")
+        self.input_size, self.hidden_size = input_size, hidden_size
+        check_positive_ints(self, ("input_size", "hidden_size"))
         self.lstm = nn.LSTM(input_size, hidden_size, batch_first=True)
         self.weight_p = check_probability(weight_p, "weight_p")
-        self.input_size, self.hidden_size = input_size, hidden_size
 
     def dropped_weight(self, generator: torch.Generator | None = None) -> torch.Tensor:
         """W̃_hh ``(4 * hidden, hidden)`` for this pass (the raw weight in eval mode or with p = 0)."""

@@ -39,7 +39,7 @@ from torch import nn
 
 from ..runtime import eval_mode
 from ..text.vocab import BOS, EOS, PAD, UNK, Vocab
-from .config_checks import check_positive_ints
+from .config_checks import check_positive_ints, check_probability
 from .state_dicts import check_state_dict
 
 # --- characters -------------------------------------------------------------------------------------------
@@ -73,10 +73,8 @@ class CharVocab:
     size = BYTE_OFFSET + 256  # 262 character ids
 
     def __init__(self, max_chars: int = 50):
-        if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 3:
-            raise ValueError(f"max_chars must be an int of at least 3 (begin-of-word, one byte, end-of-word), "
-                             f"got {max_chars!r}")
         self.max_chars = max_chars
+        check_positive_ints(self, ("max_chars",), minimum=3)  # begin-of-word, one byte, end-of-word
 
     def encode(self, word: str) -> list[int]:
         """``max_chars`` character ids of one word (see the class docstring for the layout)."""
@@ -238,8 +236,7 @@ class BiLMConfig:
         if self.hidden_size < self.embed_size:
             raise ValueError(f"hidden_size={self.hidden_size} is below embed_size={self.embed_size}: each LSTM's "
                              f"cells are projected down to embed_size, so use hidden_size >= embed_size")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        check_probability(self.dropout, "dropout")
         self.filters = self.char_cnn.filters  # validates the character fields
 
     @property
@@ -497,13 +494,12 @@ class ScalarMix(nn.Module):
     def __init__(self, num_layers: int, layer_norm: bool = False, initial_weights: Sequence[float] | None = None,
                  gamma: float = 1.0):
         super().__init__()
-        if isinstance(num_layers, bool) or not isinstance(num_layers, int) or num_layers < 1:
-            raise ValueError(f"num_layers must be a positive int (a biLM of L LSTM layers gives L + 1), got {num_layers!r}")
+        self.num_layers, self.layer_norm = num_layers, layer_norm
+        check_positive_ints(self, ("num_layers",))  # a biLM of L LSTM layers gives L + 1
         weights = [0.0] * num_layers if initial_weights is None else [float(v) for v in initial_weights]
         if len(weights) != num_layers:
             raise ValueError(f"initial_weights has {len(weights)} values for num_layers={num_layers}: give one "
                              f"weight per layer, token layer included")
-        self.num_layers, self.layer_norm = num_layers, layer_norm
         self.w = nn.Parameter(torch.tensor(weights))  # s = softmax(w)
         self.gamma = nn.Parameter(torch.tensor(float(gamma)))  # γ
 

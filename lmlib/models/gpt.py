@@ -36,7 +36,7 @@ from torch import nn
 
 from ..runtime import eval_mode
 from ..text.vocab import check_ids_in_range
-from .config_checks import check_positive_ints
+from .config_checks import check_heads, check_positive_ints, check_probability
 from .multihead import causal_mask, scaled_dot_product_attention
 from .positional import LearnedPositionalEncoding
 from .state_dicts import check_state_dict, hf_from_pretrained
@@ -73,12 +73,8 @@ class GPTConfig:
         if self.d_ff is None:
             self.d_ff = 4 * self.d_model
         check_positive_ints(self, ("vocab_size", "block_size", "num_layers", "num_heads", "d_model", "d_ff"))
-        if self.d_model % self.num_heads != 0:
-            raise ValueError(f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}: each head "
-                             f"gets d_model / num_heads dimensions; pick num_heads from "
-                             f"{[h for h in range(1, min(self.d_model, 16) + 1) if self.d_model % h == 0]}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        check_heads(self.d_model, self.num_heads)
+        check_probability(self.dropout, "dropout")
         if self.norm not in NORMS:
             raise ValueError(f"norm must be 'pre' (GPT-2) or 'post' (GPT-1), got {self.norm!r}")
         if self.activation not in ACTIVATIONS:

@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .attention import broadcasts_to
+from .config_checks import check_heads, check_positive_ints, check_probability
 
 
 def causal_mask(size: int, device: torch.device | str | None = None) -> torch.Tensor:
@@ -110,16 +111,10 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True):
         super().__init__()
-        if d_model < 1 or num_heads < 1:
-            raise ValueError(f"d_model and num_heads must be positive, got {d_model} and {num_heads}")
-        if d_model % num_heads != 0:
-            raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}: each head gets "
-                             f"d_model / num_heads dimensions; pick e.g. num_heads in "
-                             f"{[h for h in range(1, min(d_model, 16) + 1) if d_model % h == 0]}")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
-        self.d_model, self.num_heads, self.d_k = d_model, num_heads, d_model // num_heads
-        self.dropout = dropout
+        self.d_model, self.num_heads = d_model, num_heads
+        check_positive_ints(self, ("d_model", "num_heads"))
+        check_heads(d_model, num_heads)
+        self.d_k, self.dropout = d_model // num_heads, check_probability(dropout, "dropout")
         self.w_q = nn.Linear(d_model, d_model, bias=bias)
         self.w_k = nn.Linear(d_model, d_model, bias=bias)
         self.w_v = nn.Linear(d_model, d_model, bias=bias)

@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..runtime import eval_mode
+from .config_checks import check_positive_ints
 
 
 @dataclass
@@ -40,12 +41,8 @@ class NNLMConfig:
     direct: bool = False  # the direct connections W from x to the output
 
     def __post_init__(self):
-        if self.vocab_size < 2:
-            raise ValueError(f"vocab_size must be at least 2, got {self.vocab_size}")
-        if self.order < 2:
-            raise ValueError(f"order (n) must be at least 2 so there is a context word, got {self.order}")
-        if self.embed_size < 1 or self.hidden_size < 1:
-            raise ValueError(f"embed_size and hidden_size must be positive, got {self.embed_size}, {self.hidden_size}")
+        check_positive_ints(self, ("vocab_size", "order"), minimum=2)  # order 2: one context word
+        check_positive_ints(self, ("embed_size", "hidden_size"))
 
     @property
     def context(self) -> int:

@@ -24,6 +24,7 @@ from torch import nn
 from ..runtime import eval_mode
 from ..text.vocab import check_ids_in_range
 from . import rnn as lmlib_rnn
+from .config_checks import check_positive_ints, check_probability
 
 CORES = {
     ("lstm", "torch"): nn.LSTM,
@@ -47,12 +48,10 @@ class RNNLMConfig:
     init_range: float = 0.1
 
     def __post_init__(self):
-        if min(self.vocab_size, self.embed_size, self.hidden_size, self.num_layers) < 1:
-            raise ValueError(f"vocab_size, embed_size, hidden_size and num_layers must be positive: {self}")
+        check_positive_ints(self, ("vocab_size", "embed_size", "hidden_size", "num_layers"))
         if (self.cell, self.backend) not in CORES:
             raise ValueError(f"cell must be 'lstm' or 'rnn' and backend 'torch' or 'lmlib', got {self.cell!r}, {self.backend!r}")
-        if not 0 <= self.dropout < 1:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        check_probability(self.dropout, "dropout")
         if self.init_range <= 0:
             raise ValueError(f"init_range must be positive, got {self.init_range}")
 

@@ -32,6 +32,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from ..runtime import eval_mode
 from ..text.vocab import check_ids_in_range, check_special_ids
 from .attention import SCORE_FUNCTIONS, make_attention
+from .config_checks import check_positive_ints, check_probability
 
 
 @dataclass
@@ -48,10 +49,8 @@ class Seq2SeqConfig:
     max_src_len: int = 64
 
     def __post_init__(self):
-        if min(self.src_vocab_size, self.tgt_vocab_size, self.embed_size, self.hidden_size) < 1:
-            raise ValueError(f"vocabulary sizes, embed_size and hidden_size must be positive: {self}")
-        if not 0 <= self.dropout < 1:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        check_positive_ints(self, ("src_vocab_size", "tgt_vocab_size", "embed_size", "hidden_size", "max_src_len"))
+        check_probability(self.dropout, "dropout")
         if self.attention is not None and self.attention not in SCORE_FUNCTIONS:
             raise ValueError(f"attention must be None (fixed context) or one of {SCORE_FUNCTIONS}, "
                              f"got {self.attention!r}")

@@ -27,6 +27,7 @@ from torch import nn
 
 from ..runtime import eval_mode
 from ..text.vocab import check_ids_in_range, check_special_ids
+from .config_checks import check_heads, check_positive_ints, check_probability
 from .multihead import MultiHeadAttention, causal_mask
 from .positional import LearnedPositionalEncoding, SinusoidalPositionalEncoding
 
@@ -53,18 +54,12 @@ class TransformerConfig:
     eos_id: int = 3
 
     def __post_init__(self):
-        if self.src_vocab_size < 2 or self.tgt_vocab_size < 2:
-            raise ValueError(f"vocabularies need at least 2 entries, got {self.src_vocab_size}, {self.tgt_vocab_size}")
-        if self.d_model < 1 or self.num_heads < 1:
-            raise ValueError(f"d_model and num_heads must be positive, got {self.d_model} and {self.num_heads}")
-        if self.d_model % self.num_heads != 0:
-            raise ValueError(f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}")
+        check_positive_ints(self, ("src_vocab_size", "tgt_vocab_size"), minimum=2)
+        check_positive_ints(self, ("d_model", "num_heads", "num_encoder_layers", "num_decoder_layers", "d_ff", "max_len"))
+        check_heads(self.d_model, self.num_heads)
         if self.d_model % 2 != 0:
             raise ValueError(f"d_model must be even for sin/cos positional pairs, got {self.d_model}")
-        if min(self.num_encoder_layers, self.num_decoder_layers, self.d_ff, self.max_len) < 1:
-            raise ValueError("layers, d_ff and max_len must all be at least 1")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        check_probability(self.dropout, "dropout")
         if self.positional not in ("sinusoidal", "learned"):
             raise ValueError(f"positional must be 'sinusoidal' or 'learned', got {self.positional!r}")
         check_special_ids(self, self.src_vocab_size, self.tgt_vocab_size)

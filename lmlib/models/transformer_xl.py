@@ -38,7 +38,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..text.vocab import check_ids_in_range
-from .config_checks import check_positive_ints
+from .config_checks import check_heads, check_positive_ints, check_probability
 from .gpt import ACTIVATIONS, MLP, NORMS
 from .multihead import scaled_dot_product_attention
 from .positional import sinusoidal_encoding
@@ -78,12 +78,8 @@ class TransformerXLConfig:
             self.d_ff = 4 * self.d_model
         check_positive_ints(self, ("vocab_size", "segment_len", "num_layers", "num_heads", "d_model", "d_ff"))
         check_positive_ints(self, ("mem_len",), minimum=0)  # 0: no memory
-        if self.d_model % self.num_heads != 0 or (self.d_model // self.num_heads) % 2 != 0:
-            raise ValueError(f"d_model={self.d_model} must split into num_heads={self.num_heads} heads of an even "
-                             f"size (the sinusoid pairs sin and cos); pick e.g. num_heads in "
-                             f"{[h for h in range(1, 17) if self.d_model % (2 * h) == 0]}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        check_heads(self.d_model, self.num_heads, head_multiple=2)  # the sinusoid pairs sin and cos
+        check_probability(self.dropout, "dropout")
         if self.positions not in POSITIONS:
             raise ValueError(f"positions must be 'relative' (Transformer-XL) or 'absolute' (vanilla decoder), "
                              f"got {self.positions!r}")

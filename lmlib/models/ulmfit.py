@@ -26,6 +26,7 @@ from torch import nn
 from ..text.vocab import PAD, Vocab
 from .awd_lstm import AWDLSTMConfig, AWDLSTMEncoder, AWDLSTMLanguageModel
 from .awd_lstm import check_inputs as check_encoder_inputs
+from .config_checks import check_positive_ints, check_probability
 
 
 def extend_vocab(model: AWDLSTMLanguageModel, vocab: Vocab, texts: Sequence[Sequence[str]], min_freq: int = 2,
@@ -96,11 +97,10 @@ class PoolingClassifierHead(nn.Module):
 
     def __init__(self, in_features: int, n_classes: int, hidden: int = 50, p1: float = 0.2, p2: float = 0.1):
         super().__init__()
-        for name, p in (("p1", p1), ("p2", p2)):
-            if not 0 <= p < 1:
-                raise ValueError(f"{name} is a dropout probability and must be in [0, 1), got {p}")
-        if min(in_features, n_classes, hidden) < 1:
-            raise ValueError(f"in_features, n_classes and hidden must be positive, got {in_features}, {n_classes}, {hidden}")
+        self.in_features, self.n_classes, self.hidden = in_features, n_classes, hidden
+        check_positive_ints(self, ("in_features", "n_classes", "hidden"))
+        check_probability(p1, "p1")
+        check_probability(p2, "p2")
         self.layers = nn.Sequential(
             nn.BatchNorm1d(in_features), nn.Dropout(p1), nn.Linear(in_features, hidden), nn.ReLU(),
             nn.BatchNorm1d(hidden), nn.Dropout(p2), nn.Linear(hidden, n_classes),
