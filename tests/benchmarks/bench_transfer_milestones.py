@@ -6,7 +6,7 @@ for any one checkpoint folder (``pretrain.json`` beside its weights, as ``lmlib/
 ``lmlib/pretrained/elmo_imdb``). Each folder's kind is read from its config (a character CNN's ``filters``: ELMo).
 
 The reviews: 2,000 IMDb *test* reviews that no other transfer benchmark reads (none of ``imdb_test_subset(1000, 0)``
-of the GPT / BERT / bag-of-words / gpu_transfer benchmarks, ``elmo_features.test_indices`` of the ELMo probes, nor
+of the GPT / BERT / bag-of-words / gpu_transfer benchmarks, ``bench_elmo_probes.test_indices`` of the ELMo probes, nor
 bench_ulmfit_imdb.py's ``sample_balanced(test, 2500, 0)``), drawn balanced by ``sample_balanced(rest, 2000, 0)``;
 labelled samples by ``sample_balanced(train, n, seed)`` at 100 and 1,000 labels, seeds 0-2. Every review is read
 to its first and last 64 tokens. ``--bow`` adds the bag of words (TF-IDF + logistic regression) on the same words.
@@ -14,7 +14,7 @@ to its first and last 64 tokens. ``--bow`` adds the bag of words (TF-IDF + logis
     LMLIB_DATA_DIR=... nice -n 5 env OMP_NUM_THREADS=1 .venv/bin/python tests/benchmarks/bench_transfer_milestones.py \\
         lmlib/pretrained/elmo_imdb --bow --out lmlib/results/elmo_sentiment_128.json
 
-The result file (written whole after each checkpoint, through result_file.write_result) records each checkpoint's
+The result file (written whole after each checkpoint, through common.write_result) records each checkpoint's
 sha256 and the tokens it read from its ``pretrain.json`` (a single checkpoint's weights also as ``checkpoint_sha256``); a rerun with the same settings keeps the checkpoints
 already measured (by sha256).
 """
@@ -29,10 +29,7 @@ import time
 from pathlib import Path
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from machine import load, machine  # noqa: E402
-from result_file import write_result  # noqa: E402
+from common import load, machine, write_result  # noqa: E402
 
 from lmlib.eval import transfer as T  # noqa: E402
 
@@ -56,9 +53,9 @@ def kind_of(report: dict) -> str:
 
 def other_benchmarks_test_texts(test) -> set[str]:
     """The IMDb test reviews the other transfer benchmarks read."""
+    from bench_elmo_probes import test_indices
     from bench_ulmfit_imdb import SETTINGS as UL
-    from elmo_features import test_indices
-    from over_seeds import imdb_test_subset
+    from common import imdb_test_subset
 
     from lmlib.recipes.ulmfit import sample_balanced
 

@@ -9,7 +9,7 @@ staged GPU stage (b) LM (``gpu_pretraining/ulmfit_imdb``) at 100 and 1,000 label
 * ``ulmfit_flat``: its ablation, every group trained from the first step at one rate (factor 1).
 
 Each setting is trained on the balanced sample of ``sample_balanced(train, n, seed)`` (the samples of every
-transfer benchmark) and scored on ``dev_rates.dev_split``: 1,000 training reviews that none of the 1,000-label
+transfer benchmark) and scored on ``common.dev_split``: 1,000 training reviews that none of the 1,000-label
 samples of seeds 0-2 contains (the split of gpu_transfer.py's rate sweep). Reviews are cut to 128 head+tail tokens.
 A setting is (η, epochs, stage multiplier m): each epoch, i.e. each unfreezing stage, lasts m times today's
 length (``min_steps_per_epoch = m * max(10, batches in one pass)``, capped at ``m * 160`` steps).
@@ -18,7 +18,7 @@ Today's setting (gpu_transfer.py) is 5 epochs, m = 1, factor 2.6, η chosen on t
 The runs go in the order of ``RUNS``, most telling first, until ``--deadline``; today's schedule at 1,000 labels
 was already swept on the same split, sample and checkpoint by gpu_transfer.py, so its dev rows are copied (marked
 ``"from"``) once the one row run here again reproduces its number. Rows are written as they come (through
-result_file.write_result), and a rerun with the same checkpoint and settings keeps them, so the run can stop and
+common.write_result), and a rerun with the same checkpoint and settings keeps them, so the run can stop and
 go on. Then, per condition and label count, the setting with the
 best mean dev accuracy over the seeds it ran with is ``chosen`` (ties to fewer steps, then the smaller η).
 
@@ -35,11 +35,7 @@ import time
 from pathlib import Path
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from dev_rates import dev_split  # noqa: E402
-from machine import load, machine  # noqa: E402
-from result_file import write_result  # noqa: E402
+from common import dev_split, load, machine, write_result  # noqa: E402
 
 from lmlib.data import load_imdb  # noqa: E402
 from lmlib.models.awd_lstm import AWDLSTMLanguageModel  # noqa: E402
