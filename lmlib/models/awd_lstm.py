@@ -26,8 +26,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ..text.vocab import check_ids_in_range
-from .config_checks import check_positive_ints, check_probability
+from .config_checks import check_positive_ints, check_probability, check_token_ids
 from .dropouts import EmbeddingDropout, LockedDropout, WeightDropLSTM
 
 State = list[tuple[torch.Tensor, torch.Tensor]]
@@ -159,9 +158,7 @@ def check_inputs(model: AWDLSTMEncoder | AWDLSTMLanguageModel, ids: torch.Tensor
     nothing, so it never reads a value back from the device."""
     encoder = model.encoder if isinstance(model, AWDLSTMLanguageModel) else model
     c = encoder.config
-    if ids.dim() != 2:
-        raise ValueError(f"ids must be (batch, time) token ids, got shape {tuple(ids.shape)}")
-    check_ids_in_range(ids, c.vocab_size, "ids", "the AWD-LSTM's vocabulary (vocab_size)")
+    check_token_ids(ids, c.vocab_size, "ids")
     if state is None:
         return
     batch = ids.size(0)

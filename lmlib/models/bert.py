@@ -39,8 +39,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..text.vocab import check_ids_in_range
-from .config_checks import check_heads, check_positive_ints, check_probability
+from .config_checks import check_heads, check_positive_ints, check_probability, check_token_ids
 from .multihead import MultiHeadAttention
 from .state_dicts import check_state_dict, hf_from_pretrained
 
@@ -303,19 +302,9 @@ def check_inputs(model: Bert, input_ids: torch.Tensor, segment_ids: torch.Tensor
     recipe, a notebook's helper): the forward itself checks nothing, so it never reads a value back from the
     device."""
     c = model.config
-    if not isinstance(input_ids, torch.Tensor) or input_ids.ndim != 2 or input_ids.is_floating_point() \
-            or input_ids.dtype == torch.bool:
-        got = (f"{input_ids.dtype} tensor of shape {tuple(input_ids.shape)}" if isinstance(input_ids, torch.Tensor)
-               else type(input_ids))
-        raise ValueError(f"input_ids must be a (batch, seq) tensor of integer token ids, got {got}; for a "
-                         f"single sequence add the batch dimension: input_ids[None]")
-    if input_ids.numel() == 0:
-        raise ValueError(f"input_ids is empty (shape {tuple(input_ids.shape)}): give at least [CLS]")
-    if input_ids.size(1) > c.block_size:
-        raise ValueError(f"sequences of {input_ids.size(1)} tokens, but the model has block_size={c.block_size} "
-                         f"position embeddings; truncate the pairs to at most {c.block_size} tokens "
-                         f"(lmlib.text.bert_data.truncate_pair / encode_pair with max_len={c.block_size})")
-    check_ids_in_range(input_ids, c.vocab_size, "input_ids", "this BERT's vocabulary (vocab_size)")
+    check_token_ids(input_ids, c.vocab_size, "input_ids", c.block_size,
+                    f" positions (block_size); truncate the pairs (lmlib.text.bert_data.encode_pair with "
+                    f"max_len={c.block_size})")
     for name, x in (("segment_ids", segment_ids), ("attention_mask", attention_mask)):
         if x is not None and (not isinstance(x, torch.Tensor) or x.shape != input_ids.shape or x.is_floating_point()):
             got = f"{x.dtype} {tuple(x.shape)}" if isinstance(x, torch.Tensor) else type(x).__name__

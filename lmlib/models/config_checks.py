@@ -1,9 +1,13 @@
-"""The checks the models' configs and constructors share, so each says in one line which fields are sizes, which
-are probabilities and how the heads split ``d_model``."""
+"""The checks the models share: in their configs and constructors (which fields are sizes, which are probabilities,
+how the heads split ``d_model``) and in their ``check_inputs`` (a batch of token ids)."""
 
 from __future__ import annotations
 
 import operator
+
+import torch
+
+from ..text.vocab import check_ids_in_range
 
 
 def check_positive_ints(config, names: tuple[str, ...], minimum: int = 1) -> None:
@@ -35,3 +39,17 @@ def check_heads(d_model: int, num_heads: int, head_multiple: int = 1) -> None:
         size = "equal size" if head_multiple == 1 else f"equal size, a multiple of {head_multiple}"
         raise ValueError(f"d_model={d_model} does not split into num_heads={num_heads} heads of {size}; pick "
                          f"num_heads from {fits}")
+
+
+def check_token_ids(ids, vocab_size: int, name: str, max_len: int | None = None, cut: str = "") -> None:
+    """Refuse anything but a non-empty ``(batch, seq)`` integer tensor of ids in [0, vocab_size) with at most
+    ``max_len`` positions, naming ``name``, the shape or the ids that are wrong; ``cut`` says how to shorten."""
+    if not isinstance(ids, torch.Tensor) or ids.ndim != 2 or ids.is_floating_point() or ids.dtype == torch.bool:
+        got = f"{ids.dtype} tensor of shape {tuple(ids.shape)}" if isinstance(ids, torch.Tensor) else type(ids)
+        raise ValueError(f"{name} must be a (batch, seq) tensor of integer token ids, got {got}; for a single "
+                         f"sequence add the batch dimension: {name}[None]")
+    if ids.numel() == 0:
+        raise ValueError(f"{name} is empty (shape {tuple(ids.shape)}): give at least one token")
+    if max_len is not None and ids.size(1) > max_len:
+        raise ValueError(f"{name} has {ids.size(1)} positions, but the model has {max_len}{cut}")
+    check_ids_in_range(ids, vocab_size, name, "the model's vocabulary (vocab_size)")

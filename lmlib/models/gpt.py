@@ -35,8 +35,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..runtime import eval_mode
-from ..text.vocab import check_ids_in_range
-from .config_checks import check_heads, check_positive_ints, check_probability
+from .config_checks import check_heads, check_positive_ints, check_probability, check_token_ids
 from .multihead import causal_mask, scaled_dot_product_attention
 from .positional import LearnedPositionalEncoding
 from .state_dicts import check_state_dict, hf_from_pretrained
@@ -333,18 +332,10 @@ def check_inputs(model: GPT, idx: torch.Tensor, cache: KVCache | None = None) ->
     """Refuse ids that :meth:`GPT.forward` would misread, saying what to do: ``idx`` a (batch, seq) integer tensor
     of ids inside the vocabulary, at most ``block_size`` positions with the cached ones. Call it where input enters
     (:func:`generate` does); the forward checks nothing, so it never reads a value back from the device."""
-    if not isinstance(idx, torch.Tensor) or idx.ndim != 2 or idx.dtype not in (torch.long, torch.int):
-        got = f"{idx.dtype} tensor of shape {tuple(idx.shape)}" if isinstance(idx, torch.Tensor) else type(idx)
-        raise ValueError(f"idx must be a (batch, seq) tensor of integer token ids, got {got}; "
-                         f"for a single sequence add the batch dimension: idx[None]")
-    if idx.size(0) == 0 or idx.size(1) == 0:
-        raise ValueError(f"idx is empty (shape {tuple(idx.shape)}): give at least one token")
-    past, block_size = 0 if cache is None else len(cache), model.config.block_size
-    if past + idx.size(1) > block_size:
-        raise ValueError(f"{past} cached + {idx.size(1)} new = {past + idx.size(1)} positions, but the model "
-                         f"has block_size={block_size} position embeddings; crop the input to its "
-                         f"last {block_size} tokens (idx[:, -block_size:]), as generate() does")
-    check_ids_in_range(idx, model.config.vocab_size, "idx", "this GPT's vocabulary (vocab_size)")
+    past = 0 if cache is None else len(cache)
+    check_token_ids(idx, model.config.vocab_size, "idx", model.config.block_size - past,
+                    f" positions left after {past} cached ones (block_size={model.config.block_size}); crop the "
+                    f"input to its last tokens (idx[:, -block_size:]), as generate() does")
 
 
 def _hf_name(key: str) -> str:

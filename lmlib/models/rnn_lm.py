@@ -22,9 +22,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..runtime import eval_mode
-from ..text.vocab import check_ids_in_range
 from . import rnn as lmlib_rnn
-from .config_checks import check_positive_ints, check_probability
+from .config_checks import check_positive_ints, check_probability, check_token_ids
 
 CORES = {
     ("lstm", "torch"): nn.LSTM,
@@ -83,11 +82,7 @@ class RNNLM(nn.Module):
 def check_inputs(model: RNNLM, x: torch.Tensor) -> None:
     """Refuse token ids :meth:`RNNLM.forward` would misread: ``(batch, time)`` long ids inside the vocabulary.
     Call it where input enters; the forward checks nothing."""
-    if x.dim() != 2:
-        raise ValueError(f"expected token ids (batch, time), got shape {tuple(x.shape)}")
-    if x.dtype != torch.long:
-        raise ValueError(f"token ids must be integers (torch.long), got {x.dtype}")
-    check_ids_in_range(x, model.config.vocab_size, "x", "the model's vocabulary (vocab_size)")
+    check_token_ids(x, model.config.vocab_size, "x")
 
 
 def zaremba_lr_factor(epoch: int, max_epoch: int = 4, decay: float = 0.5) -> float:

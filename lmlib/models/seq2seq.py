@@ -30,9 +30,9 @@ from torch.nn import functional as F
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from ..runtime import eval_mode
-from ..text.vocab import check_ids_in_range, check_special_ids
+from ..text.vocab import check_special_ids
 from .attention import SCORE_FUNCTIONS, make_attention
-from .config_checks import check_positive_ints, check_probability
+from .config_checks import check_positive_ints, check_probability, check_token_ids
 
 
 @dataclass
@@ -161,16 +161,10 @@ def check_inputs(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, tgt_
     """Refuse a batch the model would misread, saying what to do: long ids, a bool mask, right padding, no empty
     row, within ``max_src_len`` and the vocabulary; ``tgt_in`` (batch, T). Call it where input enters
     (:func:`translate_examples` does); the model's methods check nothing."""
-    if src.dim() != 2 or src.shape != src_mask.shape:
-        raise ValueError(f"src and src_mask must both be (batch, S); got {tuple(src.shape)} and {tuple(src_mask.shape)}")
-    if src.dtype != torch.long:
-        raise ValueError(f"src must hold token ids as a long tensor, got dtype {src.dtype}")
-    if src_mask.dtype != torch.bool:
-        raise ValueError(f"src_mask must be a bool tensor, True at real tokens, got dtype {src_mask.dtype}; "
-                         "build it as src != pad_id (lmlib.text.translation.encode_source does)")
-    if src.numel() == 0:
-        raise ValueError(f"the source batch is empty (shape {tuple(src.shape)}); give at least one sentence "
-                         "of at least one token")
+    check_token_ids(src, model.config.src_vocab_size, "src", model.config.max_src_len, " positions (max_src_len)")
+    if src_mask.shape != src.shape or src_mask.dtype != torch.bool:
+        raise ValueError(f"src_mask must be a bool tensor shaped like src {tuple(src.shape)}, True at real tokens, "
+                         f"got {src_mask.dtype} {tuple(src_mask.shape)}; encode_source builds it")
     lengths = src_mask.sum(1)
     if (lengths == 0).any():
         raise ValueError(f"source sentences {(lengths == 0).nonzero().flatten().tolist()[:3]} are empty; every row "
@@ -181,9 +175,6 @@ def check_inputs(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, tgt_
         rows = (prefix != src_mask).any(1).nonzero().flatten().tolist()[:3]
         raise ValueError(f"src_mask rows {rows} have padding before a real token; real tokens must come "
                          "first in each row (right padding)")
-    if src.shape[1] > model.config.max_src_len:
-        raise ValueError(f"source of {src.shape[1]} tokens exceeds max_src_len={model.config.max_src_len}")
-    check_ids_in_range(src, model.config.src_vocab_size, "src", "the source vocabulary")
     if tgt_in is not None and (tgt_in.dim() != 2 or tgt_in.shape[0] != src.shape[0]):
         raise ValueError(f"tgt_in must be (batch, T) with batch {src.shape[0]}, got {tuple(tgt_in.shape)}")
 

@@ -26,8 +26,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..runtime import eval_mode
-from ..text.vocab import check_ids_in_range, check_special_ids
-from .config_checks import check_heads, check_positive_ints, check_probability
+from ..text.vocab import check_special_ids
+from .config_checks import check_heads, check_positive_ints, check_probability, check_token_ids
 from .multihead import MultiHeadAttention, causal_mask
 from .positional import LearnedPositionalEncoding, SinusoidalPositionalEncoding
 
@@ -261,16 +261,8 @@ def check_inputs(model: Transformer, src: torch.Tensor, src_mask: torch.Tensor,
     from the device."""
     c = model.config
     for name, ids, vocab_size in (("src", src, c.src_vocab_size), ("tgt_in", tgt_in, c.tgt_vocab_size)):
-        if ids is None:
-            continue
-        if ids.ndim != 2 or ids.dtype != torch.long:
-            raise ValueError(f"{name} must be a (batch, seq) tensor of token ids (long), got "
-                             f"{tuple(ids.shape)} {ids.dtype}")
-        if ids.numel() == 0:
-            raise ValueError(f"{name} is empty (shape {tuple(ids.shape)})")
-        if ids.size(1) > c.max_len:
-            raise ValueError(f"{name} has {ids.size(1)} positions, more than max_len={c.max_len}")
-        check_ids_in_range(ids, vocab_size, name)
+        if ids is not None:
+            check_token_ids(ids, vocab_size, name, c.max_len, " positions (max_len)")
     if src_mask.shape != src.shape or src_mask.dtype != torch.bool:
         raise ValueError(f"src_mask must be a bool tensor shaped like src {tuple(src.shape)} (True at real "
                          f"tokens), got {tuple(src_mask.shape)} {src_mask.dtype}")

@@ -37,8 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..text.vocab import check_ids_in_range
-from .config_checks import check_heads, check_positive_ints, check_probability
+from .config_checks import check_heads, check_positive_ints, check_probability, check_token_ids
 from .gpt import ACTIVATIONS, MLP, NORMS
 from .multihead import scaled_dot_product_attention
 from .positional import sinusoidal_encoding
@@ -297,16 +296,9 @@ def check_inputs(model: TransformerXL, idx: torch.Tensor, mems: tuple[torch.Tens
     returned for the previous segment of the same streams, and a ``mem_len`` of 0 or more. Call it where input
     enters; the forward checks nothing, so it never reads a value back from the device."""
     c = model.config
-    if not isinstance(idx, torch.Tensor) or idx.ndim != 2 or idx.dtype not in (torch.long, torch.int):
-        got = f"{idx.dtype} tensor of shape {tuple(idx.shape)}" if isinstance(idx, torch.Tensor) else type(idx)
-        raise ValueError(f"idx must be a (batch, seq) tensor of integer token ids, got {got}")
-    if idx.size(0) == 0 or idx.size(1) == 0:
-        raise ValueError(f"idx is empty (shape {tuple(idx.shape)}): give at least one token")
-    if c.positions == "absolute" and idx.size(1) > c.segment_len:
-        raise ValueError(f"a segment of {idx.size(1)} tokens is longer than the {c.segment_len} absolute positions "
-                         f"of this model; cut the text into segments of segment_len")
+    check_token_ids(idx, c.vocab_size, "idx", c.segment_len if c.positions == "absolute" else None,
+                    " absolute positions; cut the text into segments of segment_len")
     check_positive_ints(model, ("mem_len",), minimum=0)
-    check_ids_in_range(idx, c.vocab_size, "idx", "this model's vocabulary (vocab_size)")
     if mems is None:
         return
     if not isinstance(mems, (tuple, list)) or len(mems) != c.num_layers:
