@@ -21,7 +21,7 @@ def _one_thread():
 
 @pytest.mark.parametrize("p", [-0.1, 1.0, 1.5, "0.2", None, True])
 def test_bad_probability_is_a_clear_error(p):
-    with pytest.raises(ValueError, match=r"\[0, 1\)"):
+    with pytest.raises(ValueError, match="input_p"):
         check_probability(p, "input_p")
     with pytest.raises(ValueError):
         LockedDropout(p)
@@ -85,7 +85,7 @@ def test_locked_dropout_one_mask_for_all_time_steps():
     assert set(y.unique().tolist()) <= {0.0, 2.0}
     drop.eval()
     assert torch.equal(drop(x), x)
-    with pytest.raises(ValueError, match="batch, time, features"):
+    with pytest.raises(ValueError, match=r"\(3, 4\)"):
         drop(torch.ones(3, 4))
 
 
@@ -162,7 +162,7 @@ def test_weight_drop_eval_and_p_zero_are_plain_lstm():
     torch.testing.assert_close(layer(x)[0], reference(x)[0])
     no_drop = WeightDropLSTM(3, 4, weight_p=0.0).train()
     torch.testing.assert_close(no_drop(x)[0], _copy(no_drop.lstm)(x)[0])
-    with pytest.raises(ValueError, match=r"\(batch, time, 3\)"):
+    with pytest.raises(ValueError, match=r"\(2, 5, 4\)"):
         layer(torch.randn(2, 5, 4))
 
 

@@ -52,7 +52,7 @@ def test_multiple_choice_writes_one_sequence_per_answer():
         [1, 7, 8, 9, 2, 10, 3],
         [1, 7, 8, 9, 2, 11, 12, 13, 3],
     ]
-    with pytest.raises(ValueError, match="at least 2 answers"):
+    with pytest.raises(ValueError, match="got 1"):
         multiple_choice_inputs([7], [[8]], TOK)
     with pytest.raises(ValueError, match="hypothesis is empty"):
         multiple_choice_inputs([7], [[8], []], TOK)
@@ -74,7 +74,7 @@ def test_make_batch_pads_right_and_finds_extract():
     assert batch.extract_pos.tolist() == [2, 4]
     with pytest.raises(ValueError, match="2 labels for 1"):
         make_batch([[1, 5, 3]], [0, 1], pad=0)
-    with pytest.raises(ValueError, match="even number"):
+    with pytest.raises(ValueError, match="got 1"):
         make_batch([[1, 5, 3]], [0], pad=0, pairs=True)
 
 
@@ -98,7 +98,7 @@ def test_mean_pooling_reads_the_mean_state_over_start_to_extract():
     for row, ids in enumerate((short, long)):
         hidden, _ = model.gpt.hidden_states(torch.tensor([ids]))
         assert torch.allclose(logits[row], model.head(hidden[0].mean(0)), atol=1e-6)  # padding left out of the mean
-    with pytest.raises(ValueError, match="pooling must be one of extract, mean"):
+    with pytest.raises(ValueError, match="'max'"):
         GPTClassifier(model.gpt, 2, pooling="max")
 
 
@@ -137,7 +137,7 @@ def test_l3_equals_l2_plus_lambda_l1_written_out(lam):
             nll, count = nll - logp[t - 1, x[t]], count + 1
     assert math.isclose(got.loss.item(), (l2 + lam * nll / count).item(), rel_tol=1e-5)
     assert got.n == 3
-    with pytest.raises(ValueError, match=">= 0"):
+    with pytest.raises(ValueError, match="-0.1"):
         gpt_finetune_loss(-0.1)
 
 

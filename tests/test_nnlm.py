@@ -10,6 +10,7 @@ from lmlib import Trainer
 from lmlib.models.nnlm import (
     NNLM,
     NNLMConfig,
+    check_inputs,
     ngram_windows,
     perplexity,
     window_batches,
@@ -99,17 +100,18 @@ def test_bad_config_raises(kwargs, message):
 
 def test_bad_inputs_raise():
     model = _model(False)
-    with pytest.raises(ValueError, match="shape"):
-        model(torch.tensor([[1, 2]]))  # an order-4 model needs 3 context words
-    with pytest.raises(ValueError, match="integer"):
-        model(torch.zeros(2, 3))
-    with pytest.raises(ValueError, match="non-empty 1-D stream"):
+    check_inputs(model, torch.tensor([[1, 2, 3]]))
+    with pytest.raises(ValueError, match=r"\(1, 2\)"):
+        check_inputs(model, torch.tensor([[1, 2]]))  # an order-4 model needs 3 context words
+    with pytest.raises(ValueError, match="torch.float32"):
+        check_inputs(model, torch.zeros(2, 3))
+    with pytest.raises(ValueError, match=r"\(0,\)"):
         ngram_windows([], order=3, pad_id=0)
-    with pytest.raises(ValueError, match=r"order \(n\) must be at least 2, got 1"):
+    with pytest.raises(ValueError, match="order.*1"):
         ngram_windows([1, 2, 3], order=1, pad_id=0)
     with pytest.raises(ValueError, match="3 contexts for 4 targets"):
         window_batches(torch.zeros(3, 2, dtype=torch.long), torch.zeros(4, dtype=torch.long), 2)
-    with pytest.raises(ValueError, match="batch_size must be at least 1"):
+    with pytest.raises(ValueError, match="batch_size.*0"):
         window_batches(torch.zeros(3, 2, dtype=torch.long), torch.zeros(3, dtype=torch.long), 0)
-    with pytest.raises(ValueError, match="no windows to evaluate"):
+    with pytest.raises(ValueError, match="targets"):
         perplexity(model, torch.zeros(0, 3, dtype=torch.long), torch.zeros(0, dtype=torch.long))

@@ -41,7 +41,7 @@ def test_modules_add_the_table():
 
 
 def test_errors():
-    with pytest.raises(ValueError, match="even"):
+    with pytest.raises(ValueError, match="7"):
         sinusoidal_encoding(4, 7)
     with pytest.raises(ValueError, match="max_len"):
         SinusoidalPositionalEncoding(8, max_len=4)(torch.randn(1, 5, 8))

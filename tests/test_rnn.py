@@ -153,9 +153,9 @@ def test_bad_shapes_raise_clear_errors():
         RNN(0, 4)
     with pytest.raises(ValueError, match="num_layers"):
         RNN(3, 4, num_layers=0)
-    with pytest.raises(ValueError, match="sizes differ"):
+    with pytest.raises(ValueError, match=r"\(3, 5, 1, False\)"):
         copy_from_torch(LSTM(3, 4), nn.LSTM(3, 5))
-    with pytest.raises(ValueError, match="cannot copy"):
+    with pytest.raises(ValueError, match="RNN"):
         copy_from_torch(LSTM(3, 4), nn.RNN(3, 4))
     with pytest.raises(ValueError, match="tanh"):
         copy_from_torch(RNN(3, 4), nn.RNN(3, 4, nonlinearity="relu"))
@@ -176,7 +176,7 @@ def test_hidden_gradient_norms_match_autograd_and_the_jacobian_product():
         grad = (grad * (1 - H[s] ** 2)) @ cell.W_hh.T
         expected.append(grad.norm())
     torch.testing.assert_close(norms, torch.stack(expected[::-1]).detach())
-    with pytest.raises(ValueError, match="expected X"):
+    with pytest.raises(ValueError, match=r"\(4, 2\)"):
         hidden_gradient_norms(cell, torch.randn(4, 2))
 
 
@@ -190,7 +190,7 @@ def test_trace_gates_reproduces_the_layer():
     assert set(trace) == {"I", "F", "O", "C_tilde", "C", "H"}
     assert all(v.shape == (2, 6, 4) for v in trace.values())
     assert ((trace["F"] > 0) & (trace["F"] < 1)).all()
-    with pytest.raises(ValueError, match="expected X"):
+    with pytest.raises(ValueError, match=r"\(6, 3\)"):
         trace_gates(ours.cells[0], torch.randn(6, 3))
 
 

@@ -122,9 +122,8 @@ def test_training_groups_words_that_share_contexts():
 
 
 @pytest.mark.parametrize("kwargs,message", [
-    (dict(window=0), "window must be at least 1"), (dict(sample=1.0), r"sample \(the threshold t\) must be in \[0, 1\)"),
-    (dict(sample=-0.1), "got -0.1"), (dict(negative=0), "negative must be at least 1"),
-    (dict(min_alpha=0.1, alpha=0.01), "need 0 < min_alpha <= alpha"), (dict(subsampling="other"), "subsampling must be one of"),
+    (dict(window=0), "window"), (dict(sample=1.0), "sample.*1.0"), (dict(sample=-0.1), "-0.1"),
+    (dict(negative=0), "negative"), (dict(min_alpha=0.1, alpha=0.01), "min_alpha"), (dict(subsampling="other"), "'other'"),
 ])
 def test_bad_config_raises(kwargs, message):
     with pytest.raises(ValueError, match=message):
@@ -136,15 +135,15 @@ def test_bad_inputs_raise():
         train_word2vec([])
     with pytest.raises(ValueError, match="min_count"):
         train_word2vec([["a", "b"]], Word2VecConfig(min_count=5))
-    with pytest.raises(ValueError, match=r"relative frequencies must lie in \(0, 1\]"):
+    with pytest.raises(ValueError, match=r"\[0.0\]"):
         keep_probability(torch.tensor([0.0, 0.5]), 1e-3)
     with pytest.raises(ValueError, match=r"got \[nan\]"):  # NaN fails every comparison; it must not slip through
         keep_probability(torch.tensor([float("nan"), 0.5]), 1e-3)
-    with pytest.raises(ValueError, match="positive word counts"):
+    with pytest.raises(ValueError, match=r"0\.0"):
         noise_distribution(torch.tensor([3.0, 0.0]))
     with pytest.raises(ValueError, match="shape"):
         sgns_loss(torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(2, 3))
-    with pytest.raises(ValueError, match="must be 1-D and the same length"):
+    with pytest.raises(ValueError, match=r"\(3,\)"):
         skipgram_pairs(torch.arange(4), torch.zeros(3, dtype=torch.long), 2)
 
 
@@ -237,7 +236,7 @@ def test_word_pairs_agree_with_gensim(tmp_path):
 
 def test_evaluation_bad_inputs_raise():
     words, vectors, _ = _structured_vectors()
-    with pytest.raises(ValueError, match="not in the vocabulary"):
+    with pytest.raises(ValueError, match="zebra"):
         nearest_neighbours(vectors, words, "zebra")
     with pytest.raises(ValueError, match="no analogy questions"):
         evaluate_analogies(vectors, words, [])

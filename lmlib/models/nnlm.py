@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..runtime import eval_mode
-from .config_checks import check_positive_ints
+from .config_checks import check_positive_ints, check_token_ids
 
 
 @dataclass
@@ -76,13 +76,7 @@ class NNLM(nn.Module):
         Column j of ``context`` holds w_{t-n+1+j}, oldest word first; the order is fixed, so H learns
         a separate weight block per position.
         """
-        k = self.config.context
-        if context.dim() != 2 or context.size(1) != k:
-            raise ValueError(f"context must have shape (batch, {k}) for an order-{k + 1} model, "
-                             f"got {tuple(context.shape)}")
-        if context.dtype not in (torch.int64, torch.int32):
-            raise ValueError(f"context must hold integer word ids, got dtype {context.dtype}")
-        return self.C(context).flatten(1)
+        return self.C(context).flatten(1)  # (batch, n-1, m) -> (batch, (n-1)·m)
 
     def forward(self, context: torch.Tensor) -> torch.Tensor:
         """y = b + W x + U tanh(d + H x): ``(batch, n-1)`` -> unnormalised log-probabilities ``(batch, |V|)``."""
@@ -92,6 +86,15 @@ class NNLM(nn.Module):
         if self.W is not None:
             y = y + F.linear(x, self.W)  # + W x, the direct connections
         return y
+
+
+def check_inputs(model: NNLM, context: torch.Tensor) -> None:
+    """Refuse contexts :meth:`NNLM.forward` would misread: ``(batch, n-1)`` integer ids inside the vocabulary. Call
+    it where input enters; the forward checks nothing."""
+    check_token_ids(context, model.config.vocab_size, "context")
+    if context.size(1) != model.config.context:
+        raise ValueError(f"context must have shape (batch, {model.config.context}) for an order-"
+                         f"{model.config.order} model, got {tuple(context.shape)}")
 
 
 def _check_stream(ids: Sequence[int] | torch.Tensor, order: int) -> torch.Tensor:
@@ -134,6 +137,7 @@ def perplexity(model: NNLM, contexts: torch.Tensor, targets: torch.Tensor, batch
     """PPL = exp(-(1/N) Σ_t log P(w_t | context_t)) over all N windows (every token of the text)."""
     if targets.numel() == 0:
         raise ValueError("no windows to evaluate: targets is empty; build contexts and targets with ngram_windows")
+    check_inputs(model, contexts)
     with eval_mode(model):
         total = 0.0
         for x, y in window_batches(contexts, targets, batch_size):
