@@ -125,7 +125,7 @@ def test_causal_mask_leaks_nothing():
 def test_causal_and_padding_masks():
     assert causal_mask(3).tolist() == [[False, True, True], [False, False, True], [False, False, False]]
     assert padding_mask([2, 3]).tolist() == [[False, False, True], [False, False, False]]
-    with pytest.raises(ValueError, match="at least one"):
+    with pytest.raises(ValueError, match="size=0"):
         causal_mask(0)
     with pytest.raises(ValueError, match="at least one real token"):
         padding_mask([2, 0])
@@ -135,11 +135,11 @@ def test_clear_errors():
     with pytest.raises(ValueError, match="d_model=10.*num_heads=3"):
         MultiHeadAttention(10, 3)
     Q, K = torch.randn(2, 3, 4), torch.randn(2, 5, 4)
-    with pytest.raises(ValueError, match=r"scores' shape \(2, 3, 5\).*got torch.bool \(2, 4, 5\)"):
+    with pytest.raises(ValueError, match=r"\(2, 3, 5\).*\(2, 4, 5\)"):
         scaled_dot_product_attention(Q, K, K, mask=torch.zeros(2, 4, 5, dtype=torch.bool))
-    with pytest.raises(ValueError, match="mask must be a bool tensor"):
+    with pytest.raises(ValueError, match="torch.float32"):
         scaled_dot_product_attention(Q, K, K, mask=torch.zeros(3, 5))
-    with pytest.raises(ValueError, match="must share d_k and n_k"):
+    with pytest.raises(ValueError, match=r"\(2, 4, 4\)"):
         scaled_dot_product_attention(Q, K, K[:, :4])
     ours, _ = pair()
     q, kv = inputs()

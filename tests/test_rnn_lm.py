@@ -65,7 +65,7 @@ def test_init_is_uniform_within_range():
 def test_zaremba_schedule_is_the_papers():
     assert [zaremba_lr_factor(e) for e in range(1, 8)] == [1, 1, 1, 1, 0.5, 0.25, 0.125]
     assert zaremba_lr_factor(13) == 0.5**9
-    with pytest.raises(ValueError, match="count from 1"):
+    with pytest.raises(ValueError, match="got 0"):
         zaremba_lr_factor(0)
     config, settings = zaremba_small()
     assert (config.num_layers, config.hidden_size, config.vocab_size, config.dropout) == (2, 200, 10_000, 0.0)
@@ -117,9 +117,9 @@ def test_sampling():
 
 
 def test_bad_config_and_input():
-    with pytest.raises(ValueError, match="backend"):
+    with pytest.raises(ValueError, match="'cuda'"):
         RNNLMConfig(vocab_size=10, backend="cuda")
-    with pytest.raises(ValueError, match="dropout"):
+    with pytest.raises(ValueError, match="dropout.*1.0"):
         RNNLMConfig(vocab_size=10, dropout=1.0)
     with pytest.raises(ValueError, match="vocab_size"):
         RNNLMConfig(vocab_size=0)

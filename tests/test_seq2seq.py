@@ -201,27 +201,27 @@ def test_beam_at_least_as_probable_as_greedy_on_random_toy_models(seed):
 
 
 def test_config_and_input_errors():
-    with pytest.raises(ValueError, match="attention must be"):
+    with pytest.raises(ValueError, match="'cosine'"):
         Seq2SeqConfig(5, 5, attention="cosine")
-    with pytest.raises(ValueError, match="dropout"):
+    with pytest.raises(ValueError, match="dropout.*1.0"):
         Seq2SeqConfig(5, 5, dropout=1.0)
     model = small_model()
     src, mask = toy_batch()
-    with pytest.raises(ValueError, match="one sentence"):
+    with pytest.raises(ValueError, match="batch of 2"):
         beam_search(model, src, mask)
-    with pytest.raises(ValueError, match="eos_id=3 is not an id of both vocabularies"):
+    with pytest.raises(ValueError, match="eos_id=3"):
         Seq2SeqConfig(3, 5)
 
 
 def test_decoding_lengths_must_be_positive():
     model = small_model()
     src, mask = toy_batch()
-    with pytest.raises(ValueError, match="max_len is the number of decoding steps and must be at least 1, got 0"):
+    with pytest.raises(ValueError, match="max_len.*0"):
         greedy_decode(model, src, mask, max_len=0)
     one, one_mask = src[:1], mask[:1]
-    with pytest.raises(ValueError, match="max_len is the number of decoding steps and must be at least 1, got 0"):
+    with pytest.raises(ValueError, match="max_len.*0"):
         beam_search(model, one, one_mask, max_len=0)
-    with pytest.raises(ValueError, match="beam_size is the number of prefixes kept and must be at least 1, got 0"):
+    with pytest.raises(ValueError, match="beam_size.*0"):
         beam_search(model, one, one_mask, beam_size=0)
 
 

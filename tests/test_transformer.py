@@ -135,7 +135,7 @@ def test_attention_maps_for_bertviz():
 def test_embeddings_shared_and_tied():
     model = small_model(src_vocab_size=13, share_embeddings=True)
     assert model.src_embed is model.tgt_embed and model.generator.weight is model.tgt_embed.weight
-    with pytest.raises(ValueError, match="joint vocabulary"):
+    with pytest.raises(ValueError, match="11 and 13"):
         TransformerConfig(src_vocab_size=11, tgt_vocab_size=13, share_embeddings=True)
 
 
@@ -193,7 +193,7 @@ def test_clear_errors():
         assert named in str(err.value), (args, str(err.value))
     with pytest.raises(ValueError, match="num_heads"):
         TransformerConfig(src_vocab_size=10, tgt_vocab_size=10, num_heads=0)
-    with pytest.raises(ValueError, match="eos_id=3 is not an id of both vocabularies"):
+    with pytest.raises(ValueError, match="eos_id=3"):
         TransformerConfig(src_vocab_size=3, tgt_vocab_size=10)
 
 
@@ -262,7 +262,7 @@ def test_translate_strings():
         out = translate(model, ["I am tall.", "you are cold"], data.src_vocab, data.tgt_vocab, method=method,
                         max_len=5)
         assert len(out) == 2 and all(len(o) <= 5 and all(isinstance(t, str) for t in o) for o in out)
-    with pytest.raises(ValueError, match="method"):
+    with pytest.raises(ValueError, match="'sample'"):
         translate(model, ["hi"], data.src_vocab, data.tgt_vocab, method="sample")
 
 

@@ -310,7 +310,7 @@ def test_train_classifier_caps_the_steps_of_each_epoch():
     assert trainer.step == 2 * 30  # three shuffled passes of 10 batches reach 25
     with pytest.raises(ValueError, match="max_steps_per_epoch"):
         train_classifier(_tiny_classifier(), seqs, labels, epochs=1, max_steps_per_epoch=0)
-    with pytest.raises(ValueError, match="'stlr' or 'constant'"):
+    with pytest.raises(ValueError, match="'cosine'"):
         train_classifier(_tiny_classifier(), seqs, labels, epochs=1, schedule="cosine")
 
 
@@ -351,7 +351,7 @@ def test_grow_vocab_with_extend_vocabs_words_builds_the_same_model_and_refuses_k
     assert grown_vocab.itos == ext_vocab.itos
     for (k, a), (_, b) in zip(grown.state_dict().items(), extended.state_dict().items()):
         assert torch.equal(a, b), k
-    with pytest.raises(ValueError, match="already known or repeated"):
+    with pytest.raises(ValueError, match="'a'"):
         grow_vocab(lm, vocab, ["zz", "a"])
     with pytest.raises(ValueError, match="already known or repeated"):
         grow_vocab(lm, vocab, ["zz", "zz"])
