@@ -26,8 +26,10 @@ def check_positive_ints(config, names: tuple[str, ...], minimum: int = 1) -> Non
 
 def check_probability(p: float, name: str = "p") -> float:
     """A dropout probability must lie in [0, 1): p = 1 would drop everything and divide by zero."""
-    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p < 1:
-        raise ValueError(f"{name} must be a number in [0, 1) (the probability of dropping a unit), got {p!r}")
+    if isinstance(p, bool) or not isinstance(p, (int, float)):
+        raise ValueError(f"{name} must be a number in [0, 1), got {p!r}")
+    if not 0 <= p < 1:
+        raise ValueError(f"{name} must be in [0, 1) (the probability of dropping a unit), got {p}")
     return float(p)
 
 
