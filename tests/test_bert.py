@@ -68,7 +68,6 @@ def test_shapes_tied_head_hidden_states_and_attention_maps():
     assert len(out.hidden_states) == 3 and all(h.shape == (3, 10, 32) for h in out.hidden_states)
     assert out.last_hidden_state is out.hidden_states[-1] and out.attentions is None
     assert model.mlm.decoder.weight is model.tok_emb.weight
-    assert model.num_parameters() == sum(p.numel() for p in model.parameters())
     explicit = model(ids, segments, attention_mask, return_attentions=True)  # written-out attention
     torch.testing.assert_close(explicit.mlm_logits, out.mlm_logits, atol=1e-5, rtol=0)
     maps = explicit.attentions
