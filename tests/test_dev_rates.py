@@ -1,6 +1,7 @@
-"""The learning rate of the fine-tuning benchmarks' random initialisations (tests/benchmarks/common.py): chosen on
-a dev split of training examples that no labelled sample contains, by dev accuracy alone; and random-init rows copied
-from the archive of the checkpoint shipped before only where they are the same runs."""
+"""The benchmarks' shared helpers (tests/benchmarks/common.py): the random initialisations' learning rate, chosen on
+a dev split of training examples that no labelled sample contains, by dev accuracy alone; random-init rows copied from
+the archive of the checkpoint shipped before only where they are the same runs; and a result written whole, with the
+command that wrote it."""
 
 import sys
 from pathlib import Path
@@ -95,3 +96,16 @@ def test_random_init_rows_are_copied_from_an_archive_only_for_the_same_config_to
     assert DR.archived_random_init_rows(rates, report, settings, pretrained, report_archive=tmp_path / "none.json") == ([], [])
     rates.write_text(json.dumps({**json.loads(rates.read_text()), "checkpoint_sha256": "other"}))
     assert DR.archived_random_init_rows(rates, report, settings, pretrained, report_archive=archive) == ([], [])
+
+
+def test_a_result_is_written_whole_with_the_command_that_wrote_it(tmp_path, monkeypatch):
+    import json
+
+    monkeypatch.setattr(sys, "argv", [str(Path(DR.__file__).with_name("bench_x.py")), "--seeds", "0 1"])
+    DR.write_result(tmp_path / "x.json", {"rows": [1]})
+    written = json.loads((tmp_path / "x.json").read_text())
+    assert written == {"command": "python tests/benchmarks/bench_x.py --seeds '0 1'", "rows": [1]}
+    assert [p.name for p in tmp_path.iterdir()] == ["x.json"]  # no temporary file left behind
+    DR.write_result(tmp_path / "x.json", {"command": "kept", "rows": []})  # a command given is kept
+    assert DR.read_result(tmp_path / "x.json")["command"] == "kept"
+    assert DR.result_path("ngram") == DR.RESULTS / "ngram.json"

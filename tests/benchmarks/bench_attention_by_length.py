@@ -67,7 +67,6 @@ def run(model_name: str, seconds: float, threads: int) -> dict:
         "bleu": round(100 * corpus_bleu(hyps, refs), 2), "chrf": round(100 * corpus_chrf(hyps, refs), 2),
         "buckets": [{**b, "bleu": round(100 * b["bleu"], 2), "chrf": round(100 * b["chrf"], 2)} for b in buckets],
         "threads": threads, "torch": torch.__version__, "load_average_1min_at_end": round(os.getloadavg()[0], 2),
-        "command": f"python tests/benchmarks/bench_attention_by_length.py --model {model_name} --seconds {seconds:g}",
         "date": time.strftime("%Y-%m-%d"),
     }
 

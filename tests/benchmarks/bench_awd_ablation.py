@@ -119,7 +119,6 @@ def main() -> None:
               f"{row['seconds']:6.1f} s  check ppl {row['check_ppl_per_epoch']}", flush=True)
     out = {
         "what": "AWD-LSTM ablation on PTB at a small fixed budget (one regularizer removed at a time)",
-        "command": "nice -n 10 .venv/bin/python tests/benchmarks/bench_awd_ablation.py",
         "settings": {"train_tokens": TRAIN_TOKENS, "check_tokens": CHECK_TOKENS, "batch": BATCH, "bptt": BPTT,
                      "epochs": EPOCHS, "lr": LR, "clip": CLIP, "alpha": ALPHA, "beta": BETA,
                      "nonmono": NONMONO, "weight_decay": WEIGHT_DECAY, "seed": SEED, **BASE},

@@ -251,7 +251,6 @@ def main() -> None:
     write_result("bert_features", dict(
         what="BERT features vs fine-tuning (Devlin et al. 2019, Table 7) with the shipped IMDb BERT: linear probes "
              "on frozen layers for UD English-EWT POS tags and IMDb sentiment, pretrained vs random weights",
-        command="LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/bench_bert_features.py",
         settings=SETTINGS, checkpoint_sha256=sha, machine=machine(), load=load(),
         pos=dict(tags=tags, test_words=n_words, majority_tag_accuracy=majority,
                  probe_se_note="binomial standard error of one accuracy a on n test words: sqrt(a(1-a)/n)",

@@ -118,7 +118,6 @@ def main() -> None:
         write_result(RESULTS, dict(
             what="BERT [CLS] fine-tuning on IMDb and SST-2: the shipped IMDb BERT vs the same architecture from random "
                  "weights at its own dev-chosen rate and at the recipe's",
-            command="LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/bench_bert_finetune.py",
             settings=SETTINGS, checkpoint_sha256=sha, machine=machine(), load=load(), dev_rows=dev_rows,
             scratch_rates=rates, rows=rows, summary=summarise(rows, ("task", "condition", "n_labels"))))
 

@@ -99,7 +99,6 @@ def save(rows: list[dict], sha: str) -> None:
     write_result(RESULTS, dict(
         what="BERT [CLS] fine-tuning on 1,000 IMDb reviews at several learning rates, scored on 1,000 other "
              "training reviews: the shipped IMDb BERT vs the same architecture from random weights",
-        command="LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/bench_bert_finetune_rates.py",
         settings=SETTINGS, checkpoint_sha256=sha, machine=machine(), load=load(), rows=rows,
         summary=summarise([{**r, "accuracy": r["dev_accuracy"]} for r in rows], ("condition", "lr"))))
 

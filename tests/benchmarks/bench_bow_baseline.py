@@ -185,8 +185,6 @@ def main() -> None:
                 write_result(bench.results, dict(
                     what="Bag-of-words baseline on IMDb: TF-IDF unigrams + bigrams and logistic regression, C by 5-fold "
                          f"cross-validation on the training labels, on the full review and on {bench.what}",
-                    command="LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/bench_bow_baseline.py "
-                            f"--benchmark {args.benchmark}",
                     settings=bench.settings, checkpoint_sha256=bench.sha, checkpoint_file=bench.checkpoint_file,
                     **bench.extra, test_reviews_cut=test_cut, machine=machine("sklearn", "numpy"), load=load(),
                     rows=rows, summary=summarise(rows, ("truncation", "n_labels"))))

@@ -111,7 +111,6 @@ def main() -> None:
         write_result(args.out, dict(
             what="GPT-1 fine-tuning on IMDb: pretrained with and without the auxiliary LM loss, and from scratch at its "
                  "own dev-chosen rate and at the recipe's",
-            command="LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/bench_gpt_finetune.py",
             settings=SETTINGS, checkpoint_sha256=sha, machine=machine(), load=load(),
             dev_rows=dev_rows, scratch_rates=rates, rows=rows, summary=summarise(rows, ("condition", "n_labels"))))
 

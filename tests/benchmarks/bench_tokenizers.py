@@ -129,8 +129,6 @@ def main() -> None:
                 "train; *_s are CPU seconds of the process (one thread per side), ratio = lmlib / tokenizers; "
                 "wall_s for reference",
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "command": f"LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/bench_tokenizers.py "
-                   f"--vocab-size {args.vocab_size} --rounds {args.rounds}" + (f" --reviews {args.reviews}" if args.reviews else ""),
         "settings": {"corpus": f"IMDb train via load_imdb ({len(texts):,} reviews, {sum(map(len, texts)):,} characters)",
                      "vocab_size": args.vocab_size, "min_frequency": 2, "threads": {"lmlib": 1, "hf_tokenizers": 1},
                      "bpe_special_tokens": list(BPE_SPECIALS), "wordpiece_special_tokens": list(WORDPIECE_SPECIALS)},

@@ -117,8 +117,6 @@ def main() -> None:
         "models": {name: {"steps": steps[name], "bleu": round(100 * corpus_bleu(h, refs), 2),
                           "chrf": round(100 * corpus_chrf(h, refs), 2)} for name, h in hyps.items()},
         "settings": recorded,
-        "command": "python tests/benchmarks/bench_translation_budget.py --seconds "
-                   f"{args.seconds:g} --threads {args.threads}",
         "date": time.strftime("%Y-%m-%d"),
     }
     write_result("translation_budget", report)
