@@ -11,12 +11,15 @@ from pathlib import Path
 
 from . import data
 
-# model name -> (recipe module, what it trains): each module's pretrain() is the one its own command runs
+# model name -> ("module:function" that trains it, the checkpoint's name, what it trains)
 PRETRAIN_MODELS = {
-    "awd-lstm": ("lmlib.recipes.ulmfit", "ULMFiT stage (a): the AWD-LSTM language model on PTB"),
-    "elmo": ("lmlib.recipes.elmo", "the ELMo biLM on IMDb's unlabelled reviews"),
-    "gpt": ("lmlib.recipes.gpt", "the byte-level BPE and the GPT on IMDb's unlabelled reviews"),
-    "bert": ("lmlib.recipes.bert", "the WordPiece and the BERT (MLM + NSP) on IMDb's unlabelled reviews"),
+    "awd-lstm": ("lmlib.recipes.ulmfit:pretrain", "awd_lstm_ptb", "ULMFiT stage (a): the AWD-LSTM language model on PTB"),
+    "ulmfit-imdb": ("lmlib.recipes.ulmfit:finetune_imdb", "ulmfit_imdb",
+                    "ULMFiT stage (b): the stage (a) LM fine-tuned on IMDb's reviews"),
+    "elmo": ("lmlib.recipes.elmo:pretrain", "elmo_imdb", "the ELMo biLM on IMDb's unlabelled reviews"),
+    "gpt": ("lmlib.recipes.gpt:pretrain", "gpt_imdb", "the byte-level BPE and the GPT on IMDb's unlabelled reviews"),
+    "bert": ("lmlib.recipes.bert:pretrain", "bert_imdb",
+             "the WordPiece and the BERT (MLM + NSP) on IMDb's unlabelled reviews"),
 }
 DEFAULT_OUT = Path("pretrained-runs")
 # the line `pretrain --help` shows for several processes; tests/test_pretrain_cli.py launches its torchrun runs with it
@@ -48,17 +51,15 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _pretrain_parser(groups) -> None:
-    models = "\n".join(f"  {name:9s} {trains}" for name, (_, trains) in PRETRAIN_MODELS.items())
+    models = "\n".join(f"  {name:11s} {trains}" for name, (_, _, trains) in PRETRAIN_MODELS.items())
     p = groups.add_parser(
-        "pretrain", help="reproduce a shipped checkpoint (awd-lstm, elmo, gpt, bert)",
+        "pretrain", help="reproduce a shipped checkpoint (" + ", ".join(PRETRAIN_MODELS) + ")",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description=f"Train one of the checkpoints shipped in lmlib/pretrained/ with its seeded recipe:\n{models}\n\n"
-                    "With --preset full, one thread (the default) and --device cpu this is exactly the recorded run, so "
-                    "it reproduces the shipped sha256 (on a CPU-only machine the default --device auto is the CPU) of "
-                    "awd-lstm and elmo. The shipped gpt and bert were pretrained on a GPU by `python -m "
-                    "lmlib.recipes.accelerated gpt` (and `... bert`; each pretrain.json has the command); here gpt and "
-                    "bert --preset full are the one-core recipes shipped before them (4.1M and 7.5M tokens, too few to "
-                    "transfer).\n"
+                    "Each shipped pretrain.json names the command that made it (its \"rebuild\"). With --preset full, "
+                    "one thread (the default) and --device cpu this is exactly the recorded one-core run, so it "
+                    "reproduces the shipped sha256 of the checkpoints made that way; --preset gpu is the recipe sized "
+                    "for one GPU.\n"
                     "Every option, the device and the output folder are checked before any data is read.\n\n"
                     f"Several processes (data-parallel: each global batch is split between them; rank 0 alone prints "
                     f"and writes files):\n  {TORCHRUN_EXAMPLE}",
@@ -68,23 +69,24 @@ def _pretrain_parser(groups) -> None:
                "written. A folder holding another model's or another config's checkpoint is refused. Progress: a bar "
                "on a terminal, else a line every tenth of the run (and at least once a minute), then a summary line.")
     p.add_argument("model", choices=list(PRETRAIN_MODELS), help="which checkpoint to train")
-    p.add_argument("--preset", choices=("teach", "full"), default=None,
+    p.add_argument("--preset", choices=("teach", "full", "gpu"), default=None,
                    help="teach: the same recipe on a sliver of the data with a tiny model and a few steps, seconds; "
-                        "full: the recorded recipe, 20-52 minutes on one core, the only preset the shipped folders "
-                        "accept. Default: the LMLIB_PRESET environment variable if set, else teach, the same default "
+                        "full: the recorded one-core recipe; gpu: the recipe sized for one GPU (wide batches built on "
+                        "the device, bf16 where the model allows, fused AdamW); the shipped folders accept only the "
+                        "preset their pretrain.json records. Default: the LMLIB_PRESET environment variable if set, else teach, the same default "
                         "as the notebooks, so a first try takes seconds; pass --preset full to reproduce a shipped "
                         "checkpoint")
     p.add_argument("--out", type=Path, default=None,
                    help=f"output folder, created if missing (default {DEFAULT_OUT}/<name> with the full preset, "
-                        f"{DEFAULT_OUT}/<name>-teach with teach). Writing into the shipped lmlib/pretrained folders "
-                        f"needs --out to name them, and --preset full")
+                        f"{DEFAULT_OUT}/<name>-<preset> otherwise). Writing into the shipped lmlib/pretrained folders "
+                        f"needs --out to name them, and the preset they were made with")
     p.add_argument("--resume", action="store_true",
                    help="continue the run whose resume.pt is in the output folder (same options): the final weights "
                         "equal an uninterrupted run's bit for bit")
     p.add_argument("--steps", type=int, default=None, help="optimizer steps (default: the preset's)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1, as the shipped runs)")
     p.add_argument("--checkpoint-every", type=int, default=None, metavar="N",
-                   help="write resume.pt every N steps (default: 100 with --preset full, 10 with teach)")
+                   help="write resume.pt every N steps (default: 10 with --preset teach, 100 with full, 500 with gpu)")
     p.add_argument("--stop-after", type=int, default=None, metavar="N",
                    help="stop after step N (counted from the start of the run, also when resuming) as if interrupted, "
                         "leaving the last resume.pt (to try --resume); N must lie between the step resumed from and "
@@ -92,6 +94,12 @@ def _pretrain_parser(groups) -> None:
     p.add_argument("--bf16", action="store_true",
                    help="run the forward pass and loss under torch.autocast(bfloat16) (CPU or CUDA); changes the "
                         "numbers, so the result no longer matches the shipped sha256")
+    p.add_argument("--deadline", type=float, default=None, metavar="SECONDS",
+                   help="fit the run into this many seconds of training: when the steps left would not finish in "
+                        "time, the schedule is laid over fewer steps, so the rate still anneals to its end")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
+                   help="replace one value of the recipe (repeatable; VALUE is read as JSON, e.g. --set max_new=50000 "
+                        "--set 'milestones=[4000000,16000000]'); recorded in pretrain.json")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                    help="auto (default): CUDA when available, else the CPU; cuda is refused at once on a machine "
                         "without a CUDA GPU. The shipped runs of this command used the CPU")
@@ -103,14 +111,20 @@ def _shipped_dirs() -> set[Path]:
     return {PRETRAINED_DIR.resolve(), *(d.resolve() for d in PRETRAINED_DIR.iterdir() if d.is_dir())}
 
 
-def _gpu_rebuild(folder: Path) -> str | None:
-    """The command that made the checkpoint in ``folder`` when it was pretrained on a GPU, else None."""
-    from .recipes.shipping import REPORT, pretrained_on_gpu
+def _overrides(pairs: list[str]) -> dict:
+    """``--set KEY=VALUE`` options as a dict, each VALUE read as JSON (else kept as text)."""
+    from .recipes.pretraining import PretrainError
 
-    if not (folder / REPORT).is_file():
-        return None
-    recorded = json.loads((folder / REPORT).read_text())
-    return recorded.get("rebuild") if pretrained_on_gpu(recorded) else None
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise PretrainError(f"--set {pair}: write KEY=VALUE, e.g. --set max_new=50000")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
 
 
 def pretrain_main(args: argparse.Namespace) -> int:
@@ -137,37 +151,35 @@ def _pretrain(args: argparse.Namespace) -> int:
     from .runtime import pick_device
     from .training.distributed import init_distributed, is_main_process
 
-    module = importlib.import_module(PRETRAIN_MODELS[args.model][0])
-    name = module.NAME
+    target, name, _ = PRETRAIN_MODELS[args.model]
+    module_name, function = target.split(":")
+    train = getattr(importlib.import_module(module_name), function)
     try:
         preset, chosen_by = _preset(args.preset)
-        out = args.out if args.out is not None else DEFAULT_OUT / (name if preset == "full" else f"{name}-teach")
+        overrides = _overrides(args.overrides)
+        out = args.out if args.out is not None else DEFAULT_OUT / (name if preset == "full" else f"{name}-{preset}")
         if out.resolve() in _shipped_dirs():
             if args.out is None:
                 raise PretrainError(f"the default folder {out} is a shipped checkpoint folder; name it with --out "
                                     f"to overwrite it")
-            made_by = _gpu_rebuild(out)
-            if made_by is not None:
-                raise PretrainError(f"{out} holds a checkpoint pretrained on a GPU by another recipe; this command "
-                                    f"trains the one-core recipe, so rebuild that one with `{made_by}`, or choose "
-                                    f"another --out")
-            if preset != "full" or args.steps is not None or args.bf16:
-                this = f"preset {preset} ({chosen_by})" if preset != "full" else "--steps or --bf16"
-                raise PretrainError(f"{out} holds a shipped checkpoint: only the full recorded recipe (--preset full, "
-                                    f"no --steps or --bf16) may be written there, this run has {this}; add "
-                                    f"--preset full or choose another --out")
+            recorded = _recorded_preset(out, name)
+            if preset != recorded or args.steps is not None or args.bf16 or overrides:
+                this = f"preset {preset} ({chosen_by})" if preset != recorded else "--steps, --set or --bf16"
+                raise PretrainError(f"{out} holds a shipped checkpoint: only its recorded recipe (--preset "
+                                    f"{recorded}, no --steps, --set or --bf16) may be written there, this run has "
+                                    f"{this}; add --preset {recorded} or choose another --out")
         if args.threads < 1:
             raise PretrainError(f"--threads must be at least 1, got {args.threads}")
-        every = args.checkpoint_every if args.checkpoint_every is not None else 100 if preset == "full" else 10
+        every = args.checkpoint_every if args.checkpoint_every is not None else {"teach": 10, "full": 100}.get(preset, 500)
         # checks the device (and CUDA's bf16) now; the recipe's PretrainRun checks the folder, before any data is read
         options = RunOptions(device=args.device, bf16=args.bf16, checkpoint_every=every, resume=args.resume,
-                             stop_after=args.stop_after)
+                             stop_after=args.stop_after, deadline=args.deadline)
         torch.set_num_threads(args.threads)
         # joins the process group when torchrun started this process (else does nothing); gloo for CPU tensors
         init_distributed(backend="auto" if pick_device(args.device).type == "cuda" else "gloo")
         if is_main_process() and args.preset is None:
             print(f"preset {preset} ({chosen_by}; --preset full trains the recorded recipe)", flush=True)
-        report = module.pretrain(out, args.steps, preset=preset, run=options)
+        report = train(out, args.steps, preset=preset, run=options, overrides=overrides)
     except PretrainError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -179,6 +191,17 @@ def _pretrain(args: argparse.Namespace) -> int:
         print(json.dumps({k: v for k, v in report.items() if k != "config"}, indent=2))
         print(f"wrote {out}")
     return 0
+
+
+def _recorded_preset(folder: Path, name: str) -> str:
+    """The preset the checkpoint in ``folder`` was made with, read from the rebuild command its ``pretrain.json``
+    records (``full`` when it names none)."""
+    from .recipes.shipping import REPORT
+
+    report = folder / REPORT
+    rebuild = json.loads(report.read_text()).get("rebuild", "") if report.is_file() else ""
+    words = rebuild.split()
+    return words[words.index("--preset") + 1] if "--preset" in words[:-1] else "full"
 
 
 def _preset(given: str | None) -> tuple[str, str]:

@@ -6,6 +6,7 @@ them with probability below 1e-6; a rate off by a tenth of its value fails all o
 """
 
 import math
+import random
 
 import pytest
 import torch
@@ -20,7 +21,9 @@ from lmlib.text.bert_data import (
     UNCHANGED,
     SpecialIds,
     encode_pair,
+    instance_tensors,
     mask_tokens,
+    packed_instances,
     pretraining_batch,
     sentence_pairs,
     truncate_pair,
@@ -103,6 +106,14 @@ def test_random_positions_hold_a_uniform_draw_in_the_input_ids(big_batch):
     assert within((drawn != 7).sum().item() / n, 24 / 25, n)
     counts = torch.bincount(drawn, minlength=VOCAB)
     assert counts[:5].sum() == 0 and all(within(c / n, 1 / 25, n) for c in counts[5:].tolist())
+
+
+def test_random_replacements_skip_special_ids_wherever_they_sit():
+    specials = SpecialIds(pad=0, unk=7, cls=2, sep=11, mask=4)  # not the first five ids
+    ids = torch.full((400, 100), 9)
+    result = mask_tokens(ids, specials, 16, generator=torch.Generator().manual_seed(3))
+    drawn = result.input_ids[result.how == RANDOM]
+    assert set(drawn.tolist()) == set(range(16)) - {0, 7, 2, 11, 4}
 
 
 def test_masking_is_repeatable_with_a_seed():
@@ -206,3 +217,71 @@ def test_special_ids_from_a_wordpiece_tokenizer():
 
     tok = WordPiece(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b"])
     assert SpecialIds.from_tokenizer(tok) == SpecialIds(0, 1, 2, 3, 4)
+
+
+# --- segments packed to the full length (the gpu preset) ------------------------------------------------------
+
+def _documents(n_docs=60, seed=0):
+    rng = random.Random(seed)
+    token = iter(range(5, 10**6))  # every token unique, so a span can be traced back to where it came from
+    return [[[next(token) for _ in range(rng.randint(1, 30))] for _ in range(rng.randint(1, 15))]
+            for _ in range(n_docs)]
+
+
+def _where(documents):
+    return {t: (d, s) for d, doc in enumerate(documents) for s, sentence in enumerate(doc) for t in sentence}
+
+
+def test_without_nsp_every_instance_is_one_contiguous_span_and_no_text_is_lost():
+    docs = _documents()
+    instances = packed_instances(docs, 64, random.Random(0), nsp=False, short_seq_prob=0.0)
+    where = _where(docs)
+    seen = set()
+    for a, b, is_next in instances:
+        assert is_next and a and b and len(a) + len(b) <= 64 - 3
+        text = a + b
+        assert len({where[t][0] for t in text}) == 1  # one document
+        assert all(y == x + 1 for x, y in zip(text, text[1:])) or len(a) + len(b) == 61  # contiguous unless trimmed
+        seen.update(text)
+    kept_documents = {where[t][0] for t in seen}
+    short = [d for d, doc in enumerate(docs) if sum(map(len, doc)) >= 2]  # a one-token document gives no pair
+    assert set(short) <= kept_documents
+
+
+def test_segments_are_filled_towards_the_full_length():
+    docs = _documents(seed=1)
+    instances = packed_instances(docs, 64, random.Random(0), nsp=False, short_seq_prob=0.0)
+    lengths = [len(a) + len(b) for a, b, _ in instances]
+    long_docs = sum(1 for doc in docs if sum(map(len, doc)) > 61)
+    assert long_docs > 5 and sum(n >= 50 for n in lengths) >= long_docs  # one sentence per segment would not
+
+
+def test_with_nsp_half_the_pairs_are_not_next_and_their_b_comes_from_another_document():
+    docs = _documents(400, seed=2)
+    where = _where(docs)
+    instances = packed_instances(docs, 64, random.Random(0), nsp=True, short_seq_prob=0.1)
+    not_next = [(a, b) for a, b, is_next in instances if not is_next]
+    assert 0.45 < len(not_next) / len(instances) < 0.7  # 50%, plus the one-sentence chunks that must take a random B
+    for a, b in not_next:
+        assert where[a[0]][0] != where[b[0]][0]
+    for a, b, is_next in instances:
+        if is_next:
+            assert where[a[0]][0] == where[b[0]][0] and b[0] == a[-1] + 1 or len(a) + len(b) == 61
+
+
+def test_with_nsp_the_sentences_a_random_b_displaced_are_read_again():
+    docs = _documents(200, seed=5)
+    instances = packed_instances(docs, 512, random.Random(0), nsp=True, short_seq_prob=0.0)  # nothing is trimmed
+    own = {t for a, b, is_next in instances for t in (a + b if is_next else a)}  # text read in its own document
+    assert own == {t for doc in docs for sentence in doc for t in sentence}
+
+
+def test_instance_tensors_lay_out_pairs_as_encode_pair():
+    instances = packed_instances(_documents(20), 48, random.Random(3), nsp=True)
+    ids, segments, labels = instance_tensors(instances, SPECIALS, 48)
+    for row, (a, b, is_next) in enumerate(instances):
+        expect_ids, expect_segments = encode_pair(a, b, SPECIALS, 48)
+        n = len(expect_ids)
+        assert ids[row, :n].tolist() == expect_ids and (ids[row, n:] == SPECIALS.pad).all()
+        assert segments[row, :n].tolist() == expect_segments and (segments[row, n:] == 0).all()
+        assert labels[row].item() == (0 if is_next else 1)

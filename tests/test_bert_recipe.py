@@ -92,10 +92,10 @@ def test_encode_single_keeps_the_first_and_last_pieces():
 
 
 def test_shipped_checkpoint_matches_its_recipe_and_reproduces_its_heldout_metrics(one_thread):
-    # The shipped BERT was pretrained on a GPU by lmlib.recipes.accelerated with this module's config and WordPiece;
-    # its pretrain.json names the recipe, the device and the steps the time budget left. Its held-out figures were
-    # measured on the CPU after the fp16 rounding, so the shipped file gives them back on 2,000 held-out pairs.
-    from lmlib.recipes import accelerated
+    # The shipped BERT was pretrained with the gpu preset, this module's config and WordPiece (its rebuild command
+    # names it); its pretrain.json names the steps the time budget left. Its held-out figures were measured on the
+    # CPU after the fp16 rounding, so the shipped file gives them back on 2,000 held-out pairs.
+    from lmlib.recipes.pretraining import plan
 
     model, tokenizer = B.load_pretrained()
     report = B.pretrain_report()
@@ -103,10 +103,9 @@ def test_shipped_checkpoint_matches_its_recipe_and_reproduces_its_heldout_metric
     assert size <= 10 * 2**20
     assert "mlm.decoder.weight" not in json.dumps(list(_keys(B.CHECKPOINT_DIR / f"{B.NAME}.safetensors")))
     assert model.mlm.decoder.weight is model.tok_emb.weight
-    gpu = report["run"]["device"] == "cuda" if "run" in report else False
-    recipe = accelerated.RECIPES["bert"] if gpu else B.PRETRAIN_RECIPE
-    assert report["recipe"] == json.loads(json.dumps(recipe))  # the shipped run is today's recipe
-    assert report["rebuild"] == B.REBUILD and ("lmlib.recipes.accelerated bert " in B.REBUILD) == gpu
+    recipe, _, _ = plan("gpu", None, B.PRETRAIN_RECIPE, B.PRETRAIN_CONFIG, B.PRETRAIN_TEACH, gpu=B.PRETRAIN_GPU)
+    assert report["recipe"] == json.loads(json.dumps(recipe))  # the shipped run is today's gpu preset
+    assert report["rebuild"] == B.REBUILD and "--preset gpu" in B.REBUILD
     assert {k: report["config"][k] for k in B.PRETRAIN_CONFIG} == B.PRETRAIN_CONFIG
     assert model.config.__dict__ == report["config"] and len(tokenizer) == report["config"]["vocab_size"]
     assert report.get("steps", recipe["steps"]) <= recipe["steps"]
@@ -157,7 +156,7 @@ def test_corrupt_or_foreign_checkpoint_is_refused(tmp_path):
 
 
 def test_the_tokenizer_loads_without_the_weights_but_not_when_it_is_corrupt(tmp_path):
-    # A rebuild of the weights (lmlib.recipes.accelerated bert) reads the shipped WordPiece: it must not need the
+    # A rebuild of the weights (the gpu preset) reads the shipped WordPiece: it must not need the
     # weights it is about to replace, and must not train on a tokenizer that is not the recorded one.
     copy = tmp_path / "bert_imdb"
     shutil.copytree(B.CHECKPOINT_DIR, copy)

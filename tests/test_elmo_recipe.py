@@ -161,3 +161,30 @@ def test_bag_with_elmo_concatenates_the_words_own_vectors_and_the_mix():
     y = torch.tensor([0, 1])
     R.train_head(model, (ids, feats), y, steps=30, lr=0.05)
     assert R.probe_accuracy(model, (ids, feats), y) == 1.0
+
+
+def test_word_type_tensors_give_encode_batchs_inputs():
+    from lmlib.models.elmo import encode_words
+    from lmlib.recipes.elmo import encode_batch, sentence_type_ids, target_vocab
+
+    sentences = [["The", "film", "was", "great", "."], ["I", "loved", "it", "!"], ["Great", "acting"]]
+    vocab = target_vocab(sentences * 3, size=12)
+    ids, types = sentence_type_ids(sentences, 8)
+    chars = encode_words(types, 20)[ids.long()]
+    softmax = torch.tensor(vocab.encode([t if t in SPECIALS else t.lower() for t in types]))
+    softmax[0] = vocab.stoi["<pad>"]
+    expect_chars, expect_ids = encode_batch(sentences, vocab, 20)
+    width = expect_ids.size(1)
+    assert torch.equal(chars[:, :width], expect_chars) and not chars[:, width:].any()
+    assert torch.equal(softmax[ids.long()][:, :width], expect_ids)
+
+
+def test_device_batches_give_random_batches_inputs_for_the_sentences_drawn():
+    sentences = [["The", "film", "was", "great", "."], ["I", "loved", "it", "!"], ["Great", "acting"]] * 5
+    vocab = R.target_vocab(sentences, size=12)
+    for chars, ids in R.device_batches(sentences, vocab, 4, 3, seed=0, max_chars=20, device=torch.device("cpu")):
+        assert chars.shape[:2] == ids.shape and ids.size(1) == 7  # the longest sentence with <bos> and <eos>
+        rows = [sentences[[len(s) + 2 for s in sentences].index(int((row != 0).sum()))] for row in ids]
+        expect_chars, expect_ids = R.encode_batch(rows, vocab, 20)
+        width = expect_ids.size(1)
+        assert torch.equal(ids[:, :width], expect_ids) and torch.equal(chars[:, :width], expect_chars)

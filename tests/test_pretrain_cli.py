@@ -23,10 +23,11 @@ from safetensors.torch import load_file
 from lmlib import __main__ as cli
 from lmlib.data import sha256_of
 from lmlib.recipes import bert, elmo, gpt, ulmfit
-from lmlib.recipes.pretraining import RESUME, PretrainError, PretrainRun, plan
+from lmlib.recipes.pretraining import RESUME, PretrainError, PretrainRun, milestone_name, plan
 from lmlib.recipes.shipping import PRETRAINED_DIR
 
-NAMES = {"gpt": "gpt_imdb", "bert": "bert_imdb", "elmo": "elmo_imdb", "awd-lstm": "awd_lstm_ptb"}
+NAMES = {"gpt": "gpt_imdb", "bert": "bert_imdb", "elmo": "elmo_imdb", "awd-lstm": "awd_lstm_ptb",
+         "ulmfit-imdb": "ulmfit_imdb"}
 STEPS, CRASH, EVERY = 12, 7, 4  # a crash after step 7 loses steps 5-7: the resumed run redoes them from step 4
 
 
@@ -125,14 +126,14 @@ def test_the_full_preset_is_the_recipe_recorded_in_the_shipped_pretrain_json(mod
 
 
 # -- bad input -----------------------------------------------------------------------------------------------
-def test_help_lists_the_four_models_and_every_option(capsys):
+def test_help_lists_the_five_models_and_every_option(capsys):
     with pytest.raises(SystemExit) as stop:
         cli.main(["pretrain", "--help"])
     assert stop.value.code == 0
     text = capsys.readouterr().out
-    assert "{awd-lstm,elmo,gpt,bert}" in text
+    assert "{awd-lstm,ulmfit-imdb,elmo,gpt,bert}" in text
     for option in ("--preset", "--out", "--resume", "--steps", "--threads", "--checkpoint-every", "--stop-after",
-                   "--bf16", "--device", "deleted once pretrain.json", "LMLIB_PRESET"):
+                   "--bf16", "--device", "--deadline", "--set", "deleted once pretrain.json", "LMLIB_PRESET"):
         assert option in text
     assert cli.TORCHRUN_EXAMPLE in text  # as the torchrun tests below launch it
     # which preset applies when none is given, and why
@@ -141,8 +142,8 @@ def test_help_lists_the_four_models_and_every_option(capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["pretrain", "gpt2"], "argument model: invalid choice: 'gpt2' (choose from 'awd-lstm', 'elmo', 'gpt', 'bert')"),
-    (["pretrain", "gpt", "--preset", "huge"], "argument --preset: invalid choice: 'huge' (choose from 'teach', 'full')"),
+    (["pretrain", "gpt2"], "argument model: invalid choice: 'gpt2'"),
+    (["pretrain", "gpt", "--preset", "huge"], "argument --preset: invalid choice: 'huge'"),
 ])
 def test_an_unknown_model_or_preset_is_refused_by_name(argv, message, capsys):
     with pytest.raises(SystemExit) as stop:
@@ -184,7 +185,7 @@ def test_the_shipped_folders_are_written_only_by_the_full_recipe_named_with_out(
     # elmo: a checkpoint this command's one-core recipe made (the GPU-pretrained ones are refused outright, below)
     before = (elmo.CHECKPOINT_DIR / "pretrain.json").read_bytes()
     assert pretrain("elmo", elmo.CHECKPOINT_DIR) == 2
-    assert "holds a shipped checkpoint: only the full recorded recipe" in capsys.readouterr().err
+    assert "holds a shipped checkpoint: only its recorded recipe (--preset full" in capsys.readouterr().err
     monkeypatch.delenv("LMLIB_PRESET", raising=False)  # the default preset, teach, is refused there by name
     assert cli.main(["pretrain", "elmo", "--device", "cpu", "--out", str(elmo.CHECKPOINT_DIR)]) == 2
     assert ("this run has preset teach (the default, as in the notebooks); add --preset full or choose another --out"
@@ -194,18 +195,72 @@ def test_the_shipped_folders_are_written_only_by_the_full_recipe_named_with_out(
 
 
 @pytest.mark.parametrize("model", ["gpt", "bert"])
-def test_a_checkpoint_pretrained_on_a_gpu_is_not_overwritten_by_the_one_core_recipe(model, capsys, no_work):
-    # The shipped GPT and BERT came from lmlib.recipes.accelerated: even the full one-core recipe is refused there,
-    # in one line naming the command that made it, before any data is read.
+def test_a_shipped_folder_takes_only_the_preset_its_rebuild_names(model, capsys, no_work):
+    # The shipped GPT and BERT were made by --preset gpu (their pretrain.json says so): another preset is refused
+    # there in one line naming the one to use, before any data is read; the gpu preset's recipe is theirs.
     module = {"gpt": gpt, "bert": bert}[model]
     before = {f.name: f.read_bytes() for f in module.CHECKPOINT_DIR.iterdir()}
+    shipped = json.loads((module.CHECKPOINT_DIR / "pretrain.json").read_text())
+    assert shipped["rebuild"] == module.REBUILD and "--preset gpu" in module.REBUILD
     for preset in ("full", "teach"):
-        assert cli.main(["pretrain", model, "--preset", preset, "--device", "cpu",
-                         "--out", str(module.CHECKPOINT_DIR)]) == 2
-        err = capsys.readouterr().err
-        assert err.count("\n") == 1 and "holds a checkpoint pretrained on a GPU by another recipe" in err
-        assert f"rebuild that one with `{module.REBUILD}`" in err
+        line = refused(capsys, ["pretrain", model, "--preset", preset, "--device", "cpu",
+                                "--out", str(module.CHECKPOINT_DIR)])
+        assert f"preset {preset} (--preset)" in line and "add --preset gpu" in line
+    recipe, config, _ = plan("gpu", None, module.PRETRAIN_RECIPE, module.PRETRAIN_CONFIG, module.PRETRAIN_TEACH,
+                             gpu=module.PRETRAIN_GPU)
+    assert json.loads(json.dumps(recipe)) == shipped["recipe"]
+    PretrainRun(module.NAME, module.CHECKPOINT_DIR, {"recipe": recipe, "config": config})  # the folder check agrees
     assert {f.name: f.read_bytes() for f in module.CHECKPOINT_DIR.iterdir()} == before
+
+
+@pytest.fixture
+def small_data(monkeypatch):
+    """GPT's and BERT's reviews cut to 60 training and 20 held-out, so their gpu preset runs a few steps in seconds
+    (ELMo's and ULMFiT stage (b)'s gpu presets take ``--set train_reviews=N``)."""
+    for module in (gpt, bert):
+        split = module.unsup_split
+        monkeypatch.setattr(module, "unsup_split", lambda valid_reviews, split=split: tuple(
+            texts[:n] for texts, n in zip(split(valid_reviews), (60, 20))))
+
+
+GPU_TRIAL = {  # model -> what makes its gpu preset a trial of seconds on the CPU
+    "gpt": ["--set", "batch_size=4", "--set", "valid_windows=2"],
+    "bert": ["--set", "batch_size=4", "--set", "valid_pairs=8"],
+    "elmo": ["--set", "batch_size=4", "--set", "train_reviews=30", "--set", "valid_sentences=8",
+             "--set", "milestones=[50]"],
+    "awd-lstm": ["--set", "batch_size=4", "--set", "heldout_tokens=500"],
+    "ulmfit-imdb": ["--set", "batch_size=4", "--set", "train_reviews=30", "--set", "heldout_tokens=500",
+                    "--set", "max_new=300", "--set", "milestones=[200]"],
+}
+
+
+@pytest.mark.parametrize("model", list(GPU_TRIAL))
+def test_the_gpu_preset_runs_a_few_steps_on_the_cpu_and_records_its_recipe(model, small_data, tmp_path, capsys):
+    out = tmp_path / model
+    assert cli.main(["pretrain", model, "--preset", "gpu", "--device", "cpu", "--steps", "3", "--out", str(out),
+                     *GPU_TRIAL[model]]) == 0, capsys.readouterr().err
+    report = json.loads((out / "pretrain.json").read_text())
+    assert report["recipe"]["steps"] == 3 and report["recipe"]["batch_size"] == 4
+    assert report["sha256"][f"{NAMES[model]}.safetensors"] == sha256_of(out / f"{NAMES[model]}.safetensors")
+    assert not (out / RESUME).exists()
+    milestones = report["recipe"].get("milestones")
+    for tokens in milestones or ():  # each milestone's checkpoint, as it was when the run passed it
+        folder = out / milestone_name(tokens)
+        passed = json.loads((folder / "pretrain.json").read_text())
+        assert 0 < passed["steps"] <= 3 and passed["tokens_seen"] >= tokens
+        assert passed["sha256"][f"{NAMES[model]}.safetensors"] == sha256_of(folder / f"{NAMES[model]}.safetensors")
+
+
+def test_a_deadline_fits_the_run_into_it(tmp_path, capsys, monkeypatch):
+    from lmlib.training import callbacks
+
+    clock = iter(range(0, 10_000, 10))  # every reading of the clock 10 s later: the run is far too slow
+    monkeypatch.setattr(callbacks.time, "perf_counter", lambda: float(next(clock)))
+    out = tmp_path / "awd"
+    assert cli.main(["pretrain", "awd-lstm", "--preset", "teach", "--device", "cpu", "--steps", "20",
+                     "--deadline", "100", "--out", str(out)]) == 0, capsys.readouterr().err
+    report = json.loads((out / "pretrain.json").read_text())
+    assert 1 < report["tokens_seen"] // (report["recipe"]["batch_size"] * report["recipe"]["bptt"]) < 20
 
 
 # -- every option checked before any work ---------------------------------------------------------------------
@@ -217,7 +272,7 @@ def no_work(monkeypatch):
         raise AssertionError("the run read data before refusing its options")
 
     for module, first in ((gpt, "unsup_split"), (bert, "unsup_split"), (elmo, "unsup_sentences"),
-                          (ulmfit, "ptb_vocab")):
+                          (ulmfit, "ptb_vocab"), (ulmfit, "imdb_lm_texts")):
         monkeypatch.setattr(module, first, work)
 
 
@@ -252,6 +307,9 @@ BAD = {  # case -> (extra arguments, the message, in part); {out} is the --out g
     "--checkpoint-every 0": (["--checkpoint-every", "0"], "error: --checkpoint-every must be at least 1, got 0"),
     "--steps 0": (["--steps", "0"], "error: steps must be at least 1, got 0"),
     "--threads 0": (["--threads", "0"], "error: --threads must be at least 1, got 0"),
+    "--set an unknown value": (["--set", "nope=1"], "error: --set nope: not a value of this recipe"),
+    "--set without =": (["--set", "steps"], "error: --set steps: write KEY=VALUE"),
+    "--deadline 0": (["--deadline", "0"], "error: --deadline must be a positive number of seconds, got 0"),
 }
 
 
@@ -286,7 +344,7 @@ def test_a_bad_lmlib_preset_is_refused_by_name(no_work, monkeypatch, tmp_path, c
 ])
 def test_without_preset_the_notebooks_preset_applies(monkeypatch, capsys, variable, preset, said):
     calls = []
-    monkeypatch.setattr(gpt, "pretrain", lambda out, steps, preset, run: calls.append((out, preset)))
+    monkeypatch.setattr(gpt, "pretrain", lambda out, steps, preset, run, overrides: calls.append((out, preset)))
     if variable is None:
         monkeypatch.delenv("LMLIB_PRESET", raising=False)
     else:

@@ -17,17 +17,16 @@ def shipped():
 
 
 def test_checkpoint_matches_its_recipe(shipped):
-    # The shipped GPT was pretrained on a GPU by lmlib.recipes.accelerated with this module's config and tokenizer;
-    # its pretrain.json names the recipe, the device and the steps the time budget left (tokens = steps x batch x T).
-    from lmlib.recipes import accelerated
+    # The shipped GPT was pretrained with the gpu preset, this module's config and tokenizer (its rebuild command
+    # names it); its pretrain.json names the steps the time budget left (tokens = steps x batch x T).
+    from lmlib.recipes.pretraining import plan
 
     model, tokenizer, report = shipped
     assert model.config.__dict__ == report["config"]
     assert {k: report["config"][k] for k in G.PRETRAIN_CONFIG} == G.PRETRAIN_CONFIG
-    gpu = report["run"]["device"] == "cuda"
-    recipe = accelerated.RECIPES["gpt"] if gpu else G.PRETRAIN_RECIPE
+    recipe, _, _ = plan("gpu", None, G.PRETRAIN_RECIPE, G.PRETRAIN_CONFIG, G.PRETRAIN_TEACH, gpu=G.PRETRAIN_GPU)
     assert report["recipe"] == json.loads(json.dumps(recipe))
-    assert report["rebuild"] == G.REBUILD and ("lmlib.recipes.accelerated gpt " in G.REBUILD) == gpu
+    assert report["rebuild"] == G.REBUILD and "--preset gpu" in G.REBUILD
     assert len(tokenizer) == report["config"]["vocab_size"] == G.TOKENIZER_RECIPE["vocab_size"]
     assert tokenizer.special_tokens == G.GPT_SPECIALS
     steps = report.get("steps", recipe["steps"])
@@ -73,7 +72,7 @@ def test_a_corrupt_checkpoint_is_refused(tmp_path):
 
 
 def test_the_tokenizer_loads_without_the_weights_but_not_when_it_is_corrupt(tmp_path):
-    # A rebuild of the weights (lmlib.recipes.accelerated) reads the shipped BPE: it must not need the weights it
+    # A rebuild of the weights (the gpu preset) reads the shipped BPE: it must not need the weights it
     # is about to replace, and must not train on a tokenizer that is not the recorded one.
     copy = tmp_path / "gpt_imdb"
     shutil.copytree(G.CHECKPOINT_DIR, copy)

@@ -166,3 +166,25 @@ def test_weight_decay_groups_decay_matrices_and_spare_vectors():
     assert [p.shape for p in decayed["params"]] == [(5, 3), (4, 3)]  # embedding and Linear weight, in model order
     assert [p.shape for p in spared["params"]] == [(4,), (4,), (4,)]  # Linear bias, LayerNorm weight and bias
     assert len(decayed["params"]) + len(spared["params"]) == len(list(model.parameters()))
+
+
+def test_scaled_rate_follows_the_square_root_rule():
+    from lmlib.training.schedules import scaled_lr
+
+    assert scaled_lr(1e-3, 32, 128) == pytest.approx(2e-3)
+    assert scaled_lr(2e-3, 256, 64) == pytest.approx(1e-3)
+    with pytest.raises(ValueError, match="positive"):
+        scaled_lr(1e-3, 0, 16)
+
+
+def test_a_retargeted_schedule_ends_at_its_new_total():
+    from lmlib.training.schedules import STLR, WarmupCosine, warmup_cosine
+    from lmlib.training.schedules import stlr as stlr_fn
+
+    cosine = WarmupCosine(100, 10, 0.1)
+    cosine.retarget(40)
+    assert cosine.factor(39) == pytest.approx(warmup_cosine(39, 40, 10, 0.1)) == pytest.approx(0.1)
+    stlr = STLR(100)
+    stlr.start_step = 0
+    stlr.retarget(40)
+    assert [stlr.factor(t) for t in (0, 3, 39)] == pytest.approx([stlr_fn(t, 40, eta_max=1.0) for t in (0, 3, 39)])

@@ -414,3 +414,21 @@ def test_a_non_finite_loss_is_caught_at_the_next_read_and_names_its_step():
     with pytest.raises(FloatingPointError, match="at step 3"):
         trainer.fit(blocks, epochs=1)
     assert trainer.step == 4  # read at the logging step after it
+
+
+def test_a_time_budget_cuts_the_planned_steps_and_the_schedule_still_anneals_to_its_end(monkeypatch):
+    from types import SimpleNamespace
+
+    from lmlib.training import callbacks
+    from lmlib.training.schedules import WarmupCosine
+
+    trainer = make_trainer()
+    monkeypatch.setattr(callbacks, "time", SimpleNamespace(perf_counter=lambda: 10.0 * trainer.step))  # 10 s a step
+    budget, schedule = TimeBudget(100, steps=50), WarmupCosine(50, 5, 0.1)
+    trainer.callbacks += [schedule, budget]
+    lrs = []
+    trainer.callbacks.append(type("Rates", (lmlib.Callback,), {"on_batch_end": lambda self, t, loss: lrs.append(t.lr)})())
+    trainer.fit(lambda epoch: blocks(0) * 5, epochs=1)
+    assert budget.steps == trainer.step == 10  # 100 s at 10 s a step, not the 50 planned
+    assert lrs[-1] == pytest.approx(1e-2 * 0.1)  # the last step ran at the schedule's final rate
+    assert TimeBudget(100).steps is None  # without planned steps it only stops

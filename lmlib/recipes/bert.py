@@ -16,21 +16,20 @@ Devlin et al. (2019) pretrain BERT-base (L=12, H=768) on BooksCorpus and English
   (:func:`classifier`);
 * optimizer as in Appendix A.2: Adam(β₁=0.9, β₂=0.999), weight decay 0.01, linear warm-up then linear decay.
 
-Two recipes train it. This module's (``python -m lmlib pretrain bert``, or ``python -m lmlib.recipes.bert pretrain
---out DIR``) is sized for one CPU core: about half an hour, 7.5M tokens, four per parameter, which is too little
-for the pretraining to transfer (its results are kept in
-``lmlib/results/bert_finetune_short_pretraining.json``). The shipped checkpoint was made by the GPU recipe
-of :mod:`lmlib.recipes.accelerated` with this module's WordPiece and config (:data:`REBUILD`): segments filled to
-128 tokens with spans of consecutive sentences, as the paper does, 173M tokens, 91 per parameter, in under three
-minutes of one H200. :func:`load_pretrained` verifies either checkpoint's sha256 against the ``pretrain.json`` beside
-it before loading. The validation metrics (MLM loss and accuracy at the chosen positions, NSP loss and accuracy) are
-measured on pairs from the held-out reviews with a fixed masking seed, after the weights are rounded to fp16 as
-shipped.
+``python -m lmlib pretrain bert`` trains it with one of three presets: ``teach`` (seconds), ``full`` (sized for one
+CPU core, one sentence per segment: 7.5M tokens, four per parameter, too few for the pretraining to transfer) and
+``gpu``, which made the shipped checkpoint (:data:`REBUILD`; its ``pretrain.json`` records the run) with the WordPiece
+shipped before it: segments filled to 128 tokens with spans of consecutive sentences as the paper does
+(:func:`~lmlib.text.bert_data.packed_instances`), 256 of them a step, cut and masked on the device, bf16.
+:func:`load_pretrained` verifies the checkpoint's sha256 against the ``pretrain.json`` beside it before loading.
+The validation metrics (MLM loss and accuracy at the chosen positions, NSP loss and accuracy) are measured on pairs
+from the held-out reviews with a fixed masking seed, after the weights are rounded to fp16 as shipped.
 """
 
 from __future__ import annotations
 
 import json
+import random
 import re
 import sys
 import time
@@ -43,7 +42,17 @@ import torch.nn.functional as F
 from ..data import load_imdb
 from ..models.bert import Bert, BertClassifier, BertConfig, check_inputs
 from ..runtime import eval_mode, seed_everything
-from ..text.bert_data import IGNORE_INDEX, PretrainingBatch, SentencePair, SpecialIds, pretraining_batch, sentence_pairs
+from ..text.bert_data import (
+    IGNORE_INDEX,
+    PretrainingBatch,
+    SentencePair,
+    SpecialIds,
+    instance_tensors,
+    mask_tokens,
+    packed_instances,
+    pretraining_batch,
+    sentence_pairs,
+)
 from ..text.tokenizers import WordPiece
 from ..text.truncation import head_and_tail
 from ..training.callbacks import GradientClipping, LRSchedule
@@ -56,8 +65,7 @@ from .shipping import PRETRAINED_DIR, load_shipped, pretrain_command, round_to_f
 
 NAME = "bert_imdb"
 CHECKPOINT_DIR = PRETRAINED_DIR / NAME
-# on a GPU, shared with the MLM-alone run of the same budget (tests/benchmarks/gpu_bert_session.sh)
-REBUILD = "python -m lmlib.recipes.accelerated bert --out lmlib/pretrained/bert_imdb --device cuda --deadline 150"
+REBUILD = "python -m lmlib pretrain bert --preset gpu --device cuda --out lmlib/pretrained/bert_imdb"
 
 TOKENIZER_RECIPE = dict(vocab_size=8192, min_frequency=2, score="frequency")
 PRETRAIN_CONFIG = dict(block_size=128, num_layers=4, num_heads=4, d_model=128, d_ff=512, dropout=0.0,
@@ -70,6 +78,11 @@ PRETRAIN_TEACH = dict(recipe=dict(steps=30, batch_size=8, max_len=64, train_revi
                                   valid_pairs=64, curve_every=10),
                       config=dict(block_size=64, num_layers=2, num_heads=2, d_model=32, d_ff=64),
                       tokenizer=dict(vocab_size=512))
+# `--preset gpu` (the shipped checkpoint's recipe): 256 packed 128-token instances a step at the same rate, warm-up
+# then linear decay, 5 passes of other cuts and pairings over the reviews, masked anew at every step (as RoBERTa
+# does); `--set nsp=false` trains the MLM alone
+PRETRAIN_GPU = dict(recipe=dict(batch_size=256, steps=7200, warmup=300, min_ratio=0.0, short_seq_prob=0.1, dupe_factor=5,
+                                nsp=True), drop=("warmup_frac", "curve_every"), bf16=True)
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+|\n+")
 
@@ -124,17 +137,51 @@ def warmup_linear(t: int, T: int, warmup: int) -> float:
     return (t + 1) / warmup if t < warmup else (T - t) / (T - warmup)
 
 
-def pretraining_loss(model: Bert, batch: PretrainingBatch) -> BatchResult:
+class WarmupLinear(LRSchedule):
+    """Trainer callback: each parameter group's rate is its base rate times :func:`warmup_linear` of the step."""
+
+    def __init__(self, T: int, warmup: int):
+        warmup_linear(0, T, warmup)  # checks the arguments now
+        self.T, self.warmup = T, warmup
+        super().__init__(lambda t: warmup_linear(t, self.T, self.warmup))
+
+    def retarget(self, total: int) -> None:
+        """Lay the schedule over a run cut to ``total`` steps (:class:`~lmlib.training.callbacks.TimeBudget`)."""
+        self.T = max(total, self.warmup + 1)
+
+
+def pretraining_loss(model: Bert, batch: PretrainingBatch, nsp: bool = True) -> BatchResult:
     """L = L_MLM + L_NSP: the mean cross-entropy of the original tokens at the chosen positions plus the mean
     cross-entropy of IsNext/NotNext (§3.1, Appendix A.2: "the sum of the mean masked LM likelihood and the mean
-    next sentence prediction likelihood"). ``n`` counts the sequences. Under torchrun the MLM mean is taken
-    over every rank's masked tokens (:func:`~lmlib.training.distributed.mean_over_ranks`)."""
+    next sentence prediction likelihood"); L_MLM alone with ``nsp=False``. ``n`` counts the sequences. Under
+    torchrun the MLM mean is taken over every rank's masked tokens
+    (:func:`~lmlib.training.distributed.mean_over_ranks`)."""
     chosen = batch.mlm_labels != IGNORE_INDEX
     out = model(batch.input_ids, batch.segment_ids, batch.attention_mask, masked_positions=chosen)
     mlm = F.cross_entropy(out.mlm_logits, batch.mlm_labels[chosen])
-    nsp = F.cross_entropy(out.nsp_logits, batch.nsp_labels)
     # under torchrun the ranks' shares hold different numbers of masked tokens (but as many pairs)
-    return BatchResult(mean_over_ranks(mlm, chosen.sum()) + nsp, n=batch.nsp_labels.numel())
+    loss = mean_over_ranks(mlm, chosen.sum())
+    if nsp:
+        loss = loss + F.cross_entropy(out.nsp_logits, batch.nsp_labels)
+    return BatchResult(loss, n=batch.nsp_labels.numel())
+
+
+def packed_batches(ids: torch.Tensor, segments: torch.Tensor, labels: torch.Tensor, specials: SpecialIds,
+                   vocab_size: int, batch_size: int, steps: int, seed: int,
+                   mask_rate: float = 0.15) -> Iterator[PretrainingBatch]:
+    """``steps`` batches of ``batch_size`` rows of :func:`~lmlib.text.bert_data.instance_tensors`, walked in a
+    seeded shuffled order (wrapping round) and masked anew each time, all on the device the tensors are on."""
+    device, n = ids.device, ids.size(0)
+    g = torch.Generator(device=device).manual_seed(seed)
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(seed)).to(device)
+    for step in range(steps):
+        k = (step * batch_size) % max(1, n - batch_size + 1)
+        rows = order[k: k + batch_size]
+        x = ids[rows].long()
+        attention = (x != specials.pad).long()
+        masked = mask_tokens(x, specials, vocab_size, attention, mask_rate, g)
+        yield PretrainingBatch(masked.input_ids, segments[rows].long(), attention, masked.labels, labels[rows],
+                               masked.how)
 
 
 def pair_batches(pairs: Sequence[SentencePair], specials: SpecialIds, vocab_size: int, batch_size: int,
@@ -209,43 +256,60 @@ class HeldOutCurve(Callback):
 
 
 def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full",
-             run: RunOptions | None = None) -> dict | None:
-    """Train the WordPiece and the BERT with the seeded ``PRETRAIN_RECIPE`` (``preset="teach"``: ``PRETRAIN_TEACH``);
-    write the checkpoint to ``out_dir``. ``run`` says how (:class:`~lmlib.recipes.pretraining.RunOptions`: device,
-    bf16, resumable checkpoints). Returns the report, or None on a rank other than 0 under torchrun."""
+             run: RunOptions | None = None, overrides: dict | None = None) -> dict | None:
+    """Train the WordPiece and the BERT with the seeded ``PRETRAIN_RECIPE`` (``preset="teach"``: ``PRETRAIN_TEACH``;
+    ``"gpu"``: ``PRETRAIN_GPU``, with the shipped WordPiece and packed segments); write the checkpoint to
+    ``out_dir``. ``run`` says how (:class:`~lmlib.recipes.pretraining.RunOptions`: device, bf16, resumable
+    checkpoints, a deadline); ``overrides`` replace recipe values by name. Returns the report, or None on a rank
+    other than 0 under torchrun."""
     recipe, model_config, tokenizer_recipe = plan(preset, steps, PRETRAIN_RECIPE, PRETRAIN_CONFIG, PRETRAIN_TEACH,
-                                                  TOKENIZER_RECIPE)
-    job = PretrainRun(NAME, out_dir, {"recipe": recipe, "config": model_config, "tokenizer": tokenizer_recipe}, run)
+                                                  TOKENIZER_RECIPE, PRETRAIN_GPU, overrides)
+    job = PretrainRun(NAME, out_dir, {"recipe": recipe, "config": model_config, "tokenizer": tokenizer_recipe}, run,
+                      preset, bf16=PRETRAIN_GPU["bf16"])
+    packed = "dupe_factor" in recipe  # the gpu preset's segments, filled to the full length
     seed_everything(recipe["seed"])
     train_texts, valid_texts = unsup_split(recipe["valid_reviews"])
     train_texts = train_texts[: recipe.get("train_reviews")]  # every one unless the preset takes fewer
     start = time.perf_counter()
-    tokenizer = train_tokenizer(train_texts, tokenizer_recipe)
+    tokenizer = load_tokenizer()[0] if packed else train_tokenizer(train_texts, tokenizer_recipe)
     tokenizer_seconds = time.perf_counter() - start
     specials = SpecialIds.from_tokenizer(tokenizer)
     documents = encode_documents(tokenizer, train_texts)
-    pairs = sentence_pairs(documents, seed=recipe["seed"])
+    if packed:
+        rng = random.Random(recipe["seed"])
+        pairs = [p for _ in range(recipe["dupe_factor"]) for p in packed_instances(
+            documents, recipe["max_len"], rng, recipe["nsp"], recipe["short_seq_prob"])]
+        instances = [t.to(job.device) for t in instance_tensors(pairs, specials, recipe["max_len"])]
+    else:
+        pairs = sentence_pairs(documents, seed=recipe["seed"])
     valid = heldout_pairs(tokenizer, valid_texts, recipe["valid_pairs"], recipe["valid_seed"])
     n_sentences = sum(len(d) for d in documents)
     if job.writes:  # rank 0 alone under torchrun
         print(f"tokenizer: {len(tokenizer)} tokens in {tokenizer_seconds:.0f} s; {n_sentences:,} training sentences, "
-              f"{len(pairs):,} pairs; {len(valid)} held-out pairs", flush=True)
+              f"{len(pairs):,} {'instances' if packed else 'pairs'}; {len(valid)} held-out pairs", flush=True)
 
     config = BertConfig(vocab_size=len(tokenizer), pad_id=specials.pad, **model_config)
     model = Bert(config)
-    opt = torch.optim.AdamW(weight_decay_groups(model, recipe["weight_decay"]), lr=recipe["lr"], betas=recipe["betas"])
-    T, warmup = recipe["steps"], max(1, int(recipe["warmup_frac"] * recipe["steps"]))
-    curve = HeldOutCurve(valid[:256], specials, every=recipe["curve_every"], total=T, max_len=recipe["max_len"],
-                         mask_rate=recipe["mask_rate"], seed=recipe["valid_seed"])
-    trainer = Trainer(model, opt, pretraining_loss,
-                      [LRSchedule(lambda t: warmup_linear(t, T, warmup)), GradientClipping(recipe["clip"]),
-                       job.progress(lambda batch: int(batch.attention_mask.sum())), curve], **job.trainer_options())
+    opt = job.adam(weight_decay_groups(model, recipe["weight_decay"]), lr=recipe["lr"], betas=recipe["betas"])
+    T = recipe["steps"]
+    warmup = min(recipe["warmup"], max(1, T // 10)) if packed else max(1, int(recipe["warmup_frac"] * T))
+    curve = [HeldOutCurve(valid[:256], specials, every=recipe["curve_every"], total=T, max_len=recipe["max_len"],
+                          mask_rate=recipe["mask_rate"], seed=recipe["valid_seed"])] if "curve_every" in recipe else []
+    nsp = recipe.get("nsp", True)
+    trainer = Trainer(model, opt, lambda m, b: pretraining_loss(m, b, nsp),
+                      [WarmupLinear(T, warmup), GradientClipping(recipe["clip"]),
+                       job.progress(lambda batch: batch.attention_mask.sum()), *curve], **job.trainer_options())
     tokens_seen = [0]
 
     def batches(epoch: int):
-        for b in pair_batches(pairs, specials, config.vocab_size, recipe["batch_size"], T, recipe["seed"],
-                              recipe["max_len"], recipe["mask_rate"]):
-            tokens_seen[0] += int(b.attention_mask.sum())
+        if packed:
+            made = packed_batches(*instances, specials, config.vocab_size, recipe["batch_size"], T, recipe["seed"],
+                                  recipe["mask_rate"])
+        else:
+            made = pair_batches(pairs, specials, config.vocab_size, recipe["batch_size"], T, recipe["seed"],
+                                recipe["max_len"], recipe["mask_rate"])
+        for b in made:
+            tokens_seen[0] = tokens_seen[0] + b.attention_mask.sum()  # a tensor: read once, at the end
             yield b
 
     start = time.perf_counter()
@@ -260,18 +324,20 @@ def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full"
                                          recipe["valid_seed"])
     losses = trainer.batch_losses
     report = {
-        "model": "BERT (lmlib.models.bert), MLM + NSP pretraining on IMDb's unlabelled reviews",
+        "model": "BERT (lmlib.models.bert), " + ("MLM + NSP" if nsp else "MLM alone (the NSP head untrained)")
+                 + " pretraining on IMDb's unlabelled reviews" + (", segments filled to the full length" if packed else ""),
         "config": config.__dict__,
         "tokenizer": {**tokenizer_recipe, "special_tokens": list(tokenizer.vocab[:5]),
                       "train_seconds": tokenizer_seconds},
         "recipe": recipe, "sentence_rule": split_sentences.__doc__.split("\n\n")[0].replace("\n    ", " "),
         "parameters": model.num_parameters(),
-        "train_reviews": len(train_texts), "train_sentences": n_sentences, "train_pairs": len(pairs),
-        "pairs_seen": T * recipe["batch_size"], "tokens_seen": tokens_seen[0],
+        "train_reviews": len(train_texts), "train_sentences": n_sentences,
+        ("train_instances" if packed else "train_pairs"): len(pairs),
+        "pairs_seen": trainer.step * recipe["batch_size"], "tokens_seen": int(tokens_seen[0]), "steps": trainer.step,
         "final_train_loss": losses[-1], "mean_train_loss_last_100": sum(losses[-100:]) / len(losses[-100:]),
         "train_loss_per_100_steps": [sum(losses[i: i + 100]) / len(losses[i: i + 100])
                                      for i in range(0, len(losses), 100)],
-        "heldout_curve_256_pairs": curve.rows,
+        **({"heldout_curve_256_pairs": curve[0].rows} if curve else {}),
         "valid": metrics, "valid_slice_256": slice_metrics,
         "train_seconds": train_seconds, "torch_threads": torch.get_num_threads(),
     }
@@ -302,7 +368,7 @@ def load_pretrained(directory: str | Path = CHECKPOINT_DIR, **overrides) -> tupl
 
 def load_tokenizer(directory: str | Path = CHECKPOINT_DIR) -> tuple[WordPiece, dict]:
     """``(tokenizer, report)`` of the shipped IMDb BERT after checking the tokenizer's sha256 alone: what rebuilding
-    the weights needs (:mod:`lmlib.recipes.accelerated` keeps this WordPiece), even when they are missing or corrupt."""
+    the weights needs (the gpu preset keeps this WordPiece), even when they are missing or corrupt."""
     # a new WordPiece comes only with the one-core recipe, which trains the model as well
     report = verify_shipped(directory, "python -m lmlib.recipes.bert pretrain", files=("tokenizer.json",))
     return WordPiece.load(Path(directory) / "tokenizer.json"), report

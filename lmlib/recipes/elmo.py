@@ -13,9 +13,10 @@ however rare, gets its own vector; the **softmax predicts the lower-cased word**
 kept types is predicted as ``<unk>`` (a target only: it is never an input). Perplexities are therefore over this
 capped vocabulary, ``<unk>`` included, and are reported for each direction separately.
 
-``python -m lmlib pretrain elmo --out lmlib/pretrained/elmo_imdb`` (or ``python -m lmlib.recipes.elmo pretrain
---out ...``) reproduces the checkpoint;
-:func:`load_pretrained` verifies its sha256 before loading.
+``python -m lmlib pretrain elmo --preset full --out lmlib/pretrained/elmo_imdb`` reproduces the checkpoint;
+:func:`load_pretrained` verifies its sha256 before loading. ``--preset gpu`` is the recipe sized for one GPU: 1,024
+sentences a step, held on the device as word-type ids whose characters and softmax ids are looked up there
+(:func:`device_batches`), in float32 (the LSTMs), with checkpoints at token milestones on the way.
 """
 
 from __future__ import annotations
@@ -41,19 +42,20 @@ from ..models.elmo import (  # noqa: F401 (notebook 08 and the benchmarks read t
     elmo_representations,
     encode_sentences,
     encode_word_ids,
+    encode_words,
 )
 from ..runtime import eval_mode, seed_everything
-from ..text.vocab import SPECIALS, UNK, Vocab
+from ..text.vocab import BOS, EOS, PAD, SPECIALS, UNK, Vocab
 from ..training.callbacks import GradientClipping
 from ..training.distributed import mean_over_ranks
 from ..training.schedules import WarmupCosine
 from ..training.trainer import Trainer
-from .pretraining import PretrainRun, RunOptions, plan
+from .pretraining import PretrainRun, RunOptions, loss_curve, plan
 from .shipping import PRETRAINED_DIR, load_shipped, pretrain_command, save_shipped
 
 NAME = "elmo_imdb"
 CHECKPOINT_DIR = PRETRAINED_DIR / NAME
-REBUILD = "python -m lmlib.recipes.elmo pretrain --out lmlib/pretrained/elmo_imdb"
+REBUILD = "python -m lmlib pretrain elmo --preset full --device cpu --out lmlib/pretrained/elmo_imdb"
 
 PRETRAIN_CONFIG = dict(embed_size=128, hidden_size=512, num_layers=2, dropout=0.1, char_embed_size=16,
                        filters=((1, 32), (2, 32), (3, 64), (4, 64), (5, 64)), num_highway=2, max_chars=20)
@@ -63,6 +65,10 @@ PRETRAIN_RECIPE = dict(seed=0, vocab_size=10000, max_words=40, min_words=3, batc
 PRETRAIN_TEACH = dict(recipe=dict(steps=30, vocab_size=1000, batch_size=8, train_reviews=300, valid_reviews=50,
                                   valid_sentences=100),
                       config=dict(embed_size=32, hidden_size=64, filters=((1, 8), (2, 8), (3, 16)), num_highway=1))
+# `--preset gpu`: 1,024 sentences (about 22k predicted tokens) a step at the same rate; 7,000 steps read about 150M
+# tokens, with a checkpoint at 4M, 16M and 64M on the way; train_reviews (None: all) shortens a trial
+PRETRAIN_GPU = dict(recipe=dict(batch_size=1024, steps=7000, warmup=200, train_reviews=None,
+                                milestones=[4_000_000, 16_000_000, 64_000_000]))
 
 _TOKEN = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)*|\d+(?:[.,]\d+)*|[^\w\s]|_")
 _SENTENCE_END = {".", "!", "?"}
@@ -139,6 +145,36 @@ def random_batches(sentences: Sequence[Sequence[str]], vocab: Vocab, batch_size:
         yield encode_batch([sentences[i] for i in idx], vocab, max_chars)
 
 
+def sentence_type_ids(sentences: Sequence[Sequence[str]], width: int) -> tuple[torch.Tensor, list[str]]:
+    """``(ids (N, width) int32, types)``: each sentence as ``<bos> words <eos>`` ids into ``types`` (the distinct
+    cased words, with ``<pad>`` = 0, ``<bos>``, ``<eos>`` first), padded with 0."""
+    types = [PAD, BOS, EOS]
+    index = {t: i for i, t in enumerate(types)}
+    ids = torch.zeros((len(sentences), width), dtype=torch.int32)
+    for row, sentence in enumerate(sentences):
+        seq = [1, *(index.setdefault(w, len(index)) for w in sentence), 2]
+        ids[row, : len(seq)] = torch.tensor(seq, dtype=torch.int32)
+    return ids, list(index)
+
+
+def device_batches(sentences: Sequence[Sequence[str]], vocab: Vocab, batch_size: int, steps: int, seed: int,
+                   max_chars: int, device: torch.device) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """``steps`` batches of ``batch_size`` sentences drawn at seeded random, as :func:`encode_batch` gives them but
+    built on ``device``: the sentences are held there as word-type ids (:func:`sentence_type_ids`), and each type's
+    characters and softmax id are looked up there, so nothing crosses from the host per step. Every batch is as wide
+    as the longest sentence (``<bos>`` and ``<eos>`` included)."""
+    ids, types = sentence_type_ids(sentences, max(len(s) for s in sentences) + 2)
+    chars = encode_words(types, max_chars).to(device)  # (types, max_chars)
+    softmax = torch.tensor(vocab.encode([t if t in SPECIALS else t.lower() for t in types]), device=device)
+    softmax[0] = vocab.stoi[PAD]
+    ids = ids.to(device)
+    g = torch.Generator(device=device).manual_seed(seed)
+    for _ in range(steps):
+        rows = torch.randint(0, ids.size(0), (batch_size,), generator=g, device=device)
+        t = ids[rows].long()  # (B, width) type ids
+        yield chars[t], softmax[t]
+
+
 def bilm_loss(model: BiLM, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
     """The Trainer's loss: eq. 1's joint objective, forward plus backward mean NLL (:meth:`BiLM.loss`). It calls
     ``model(char_ids)`` itself, the call DDP averages gradients through; under torchrun the mean is taken over every
@@ -169,13 +205,15 @@ def evaluate_bilm(model: BiLM, sentences: Sequence[Sequence[str]], vocab: Vocab,
 
 
 def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full",
-             run: RunOptions | None = None) -> dict | None:
-    """Train the biLM with the seeded ``PRETRAIN_RECIPE`` (``preset="teach"``: ``PRETRAIN_TEACH``); write the
-    checkpoint to ``out_dir``. ``run`` says how (:class:`~lmlib.recipes.pretraining.RunOptions`: device, bf16,
-    resumable checkpoints). Returns the report, or None on a rank other than 0 under torchrun."""
-    recipe, model_config, _ = plan(preset, steps, PRETRAIN_RECIPE, PRETRAIN_CONFIG, PRETRAIN_TEACH)
+             run: RunOptions | None = None, overrides: dict | None = None) -> dict | None:
+    """Train the biLM with the seeded ``PRETRAIN_RECIPE`` (``preset="teach"``: ``PRETRAIN_TEACH``, ``"gpu"``:
+    ``PRETRAIN_GPU``); write the checkpoint to ``out_dir``. ``run`` says how
+    (:class:`~lmlib.recipes.pretraining.RunOptions`: device, bf16, resumable checkpoints, a deadline); ``overrides``
+    replace recipe values by name. Returns the report, or None on a rank other than 0 under torchrun."""
+    recipe, model_config, _ = plan(preset, steps, PRETRAIN_RECIPE, PRETRAIN_CONFIG, PRETRAIN_TEACH, gpu=PRETRAIN_GPU,
+                                   overrides=overrides)
     recipe["warmup"] = min(recipe["warmup"], recipe["steps"] // 10)
-    job = PretrainRun(NAME, out_dir, {"recipe": recipe, "config": model_config}, run)
+    job = PretrainRun(NAME, out_dir, {"recipe": recipe, "config": model_config}, run, preset)
     seed_everything(recipe["seed"])
     start = time.perf_counter()
     train, valid = unsup_sentences(recipe["valid_reviews"], recipe.get("train_reviews"))
@@ -190,19 +228,31 @@ def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full"
 
     config = BiLMConfig(vocab_size=len(vocab), **model_config)
     model = BiLM(config)
-    opt = torch.optim.Adam(model.parameters(), lr=recipe["lr"])
+    opt = job.adam(model.parameters(), adamw=False, lr=recipe["lr"])
     pad = vocab.stoi[SPECIALS[0]]
+    tokens_per_step = recipe["batch_size"] * (n_words + 2 * len(train)) / len(train)  # on average: <bos> and <eos> too
+
+    def milestone(folder: Path, trainer: Trainer, tokens: int) -> None:
+        save_shipped(folder, NAME, model.state_dict(), config.__dict__,
+                     {"model": "ELMo biLM (lmlib.models.elmo), pretrained on IMDb's unlabelled reviews",
+                      "config": config.__dict__, "recipe": recipe, "tokens_seen": round(trainer.step * tokens_per_step),
+                      "steps": trainer.step, "train_loss_curve": loss_curve(trainer.batch_losses)},
+                     side_files={"vocab.json": vocab.save})
+
     trainer = Trainer(model, opt, bilm_loss,
                       [WarmupCosine(recipe["steps"], recipe["warmup"], recipe["min_ratio"]),
-                       GradientClipping(recipe["clip"]), job.progress(lambda batch: int((batch[1] != pad).sum()))],
+                       GradientClipping(recipe["clip"]), job.progress(lambda batch: (batch[1] != pad).sum()),
+                       *job.milestones(tokens_per_step, milestone)],
                       **job.trainer_options())
     start = time.perf_counter()
     tokens = [0]
 
     def batches(epoch):
-        for chars, ids in random_batches(train, vocab, recipe["batch_size"], recipe["steps"], recipe["seed"],
-                                         config.max_chars):
-            tokens[0] += int((ids != vocab.stoi[SPECIALS[0]]).sum())
+        make = device_batches if preset == "gpu" else random_batches
+        more = {"device": job.device} if preset == "gpu" else {}
+        for chars, ids in make(train, vocab, recipe["batch_size"], recipe["steps"], recipe["seed"], config.max_chars,
+                               **more):
+            tokens[0] = tokens[0] + (ids != pad).sum()  # a tensor: read once, at the end
             yield chars, ids
 
     job.fit(trainer, batches)  # a resumed run counts the tokens of the batches it skips, too
@@ -217,12 +267,14 @@ def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full"
         "model": "ELMo biLM (lmlib.models.elmo), pretrained on IMDb's unlabelled reviews",
         "config": config.__dict__, "recipe": recipe, "parameters": sum(p.numel() for p in model.parameters()),
         "train_sentences": len(train), "train_words": n_words, "vocab_coverage": coverage,
-        "tokens_seen": tokens[0], "steps": trainer.step,
+        "tokens_seen": int(tokens[0]), "steps": trainer.step,
         "final_train_loss": trainer.batch_losses[-1],
         "mean_train_loss_last_100": sum(trainer.batch_losses[-100:]) / len(trainer.batch_losses[-100:]),
         "valid_sentences": len(valid), **{f"valid_{k}": v for k, v in metrics.items()},
         "train_seconds": train_seconds, "torch_threads": torch.get_num_threads(),
     }
+    if preset != "full":
+        report["train_loss_curve"] = loss_curve(trainer.batch_losses)
     report = save_shipped(out_dir, NAME, model.state_dict(), config.__dict__, job.annotate(report),
                           side_files={"vocab.json": vocab.save})
     job.finish()

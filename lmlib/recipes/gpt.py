@@ -6,13 +6,11 @@ same objective, L_1 = Σ_i log P(u_i | u_{i−k}, ..., u_{i−1}), at a course's
 reviews, a byte-level BPE of 8,192 tokens trained on them (so the model and its tokenizer speak the same text, as in
 GPT-2), a 4-layer pre-norm GPT of 128 dimensions, random 128-token windows.
 
-Two recipes train it. This module's (``python -m lmlib pretrain gpt``, or ``python -m lmlib.recipes.gpt pretrain
---out DIR``) is sized for one CPU core: about twenty minutes, a few million tokens, two per parameter, which is too
-little for the pretraining to transfer (its results are kept in
-``tests/benchmarks/results/gpt_finetune_short_pretraining.json``). The shipped checkpoint was made by the GPU recipe
-of :mod:`lmlib.recipes.accelerated` with this module's tokenizer and config (:data:`REBUILD`): 244M tokens, 131 per
-parameter, in about three minutes of one H200. :func:`load_pretrained` verifies either checkpoint's sha256 against
-the ``pretrain.json`` beside it before loading.
+``python -m lmlib pretrain gpt`` trains it with one of three presets: ``teach`` (seconds), ``full`` (sized for one CPU
+core: a few million tokens, two per parameter, too few for the pretraining to transfer) and ``gpu`` (batches of 256
+windows gathered on the device, bf16, about a hundred tokens per parameter), which made the shipped checkpoint
+(:data:`REBUILD`; its ``pretrain.json`` records the run) with the BPE shipped before it. :func:`load_pretrained`
+verifies the checkpoint's sha256 against the ``pretrain.json`` beside it before loading.
 
 The held-out reviews (the last ``valid_reviews`` of the unlabelled split) are never trained on; the validation
 perplexity is measured on them, per BPE token, and also as bits per character so it compares across tokenizers.
@@ -42,7 +40,7 @@ from .shipping import PRETRAINED_DIR, load_shipped, pretrain_command, save_shipp
 
 NAME = "gpt_imdb"
 CHECKPOINT_DIR = PRETRAINED_DIR / NAME
-REBUILD = "python -m lmlib.recipes.accelerated gpt --out lmlib/pretrained/gpt_imdb --device cuda --deadline 215"  # a GPU
+REBUILD = "python -m lmlib pretrain gpt --preset gpu --device cuda --out lmlib/pretrained/gpt_imdb"
 EOS = SPECIAL_TOKENS["bpe"]["eos"]
 # <|endoftext|> separates reviews in pretraining; GPT-1's fine-tuning tokens are reserved in the vocabulary from
 # the start, so a fine-tuned model needs no new rows (they are never seen in pretraining: their vectors stay untrained).
@@ -56,6 +54,8 @@ PRETRAIN_RECIPE = dict(seed=0, batch_size=16, steps=2000, lr=2e-3, warmup=100, m
 PRETRAIN_TEACH = dict(recipe=dict(steps=40, batch_size=8, train_reviews=400, valid_reviews=50, valid_windows=16),
                       config=dict(block_size=32, num_layers=2, num_heads=2, d_model=32),
                       tokenizer=dict(vocab_size=512))
+# `--preset gpu`: 256 windows a step at the same rate (what the shipped checkpoint was trained with), the shipped BPE
+PRETRAIN_GPU = dict(recipe=dict(batch_size=256, steps=7680, warmup=200), bf16=True)
 
 
 def unsup_split(valid_reviews: int = PRETRAIN_RECIPE["valid_reviews"]) -> tuple[list[str], list[str]]:
@@ -80,13 +80,15 @@ def random_windows(stream: torch.Tensor, block_size: int, batch_size: int, steps
                    seed: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """``steps`` batches of ``batch_size`` windows of ``block_size + 1`` tokens starting at seeded random offsets:
     inputs ``x = w[:-1]`` and next-token targets ``y = w[1:]``, each ``(batch_size, block_size)``. Every start
-    from 0 to ``numel − block_size − 1`` (the last full window) is equally likely."""
+    from 0 to ``numel − block_size − 1`` (the last full window) is equally likely. The windows are gathered where
+    ``stream`` lives (on a GPU: no copy from the host per step)."""
     if stream.numel() < block_size + 1:
         raise ValueError(f"the stream holds {stream.numel()} tokens, too few for windows of {block_size + 1}")
-    g = torch.Generator().manual_seed(seed)
-    offsets = torch.arange(block_size + 1)
+    g = torch.Generator(device=stream.device).manual_seed(seed)
+    offsets = torch.arange(block_size + 1, device=stream.device)
     for _ in range(steps):
-        starts = torch.randint(0, stream.numel() - block_size, (batch_size,), generator=g)  # high is exclusive
+        starts = torch.randint(0, stream.numel() - block_size, (batch_size,), generator=g,
+                               device=stream.device)  # high is exclusive
         w = stream[starts[:, None] + offsets]  # (B, block_size + 1)
         yield w[:, :-1], w[:, 1:]
 
@@ -133,20 +135,25 @@ def evaluate_stream(model: GPT, stream: torch.Tensor, windows: int, batch_size: 
 
 
 def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full",
-             run: RunOptions | None = None) -> dict | None:
-    """Train the BPE and the GPT with the seeded ``PRETRAIN_RECIPE`` (``preset="teach"``: ``PRETRAIN_TEACH``); write
-    the checkpoint to ``out_dir``. ``run`` says how (:class:`~lmlib.recipes.pretraining.RunOptions`: device, bf16,
-    resumable checkpoints). Returns the report, or None on a rank other than 0 under torchrun."""
+             run: RunOptions | None = None, overrides: dict | None = None) -> dict | None:
+    """Train the BPE and the GPT with the seeded ``PRETRAIN_RECIPE`` (``preset="teach"``: ``PRETRAIN_TEACH``;
+    ``"gpu"``: ``PRETRAIN_GPU``, with the shipped BPE); write the checkpoint to ``out_dir``. ``run`` says how
+    (:class:`~lmlib.recipes.pretraining.RunOptions`: device, bf16, resumable checkpoints, a deadline); ``overrides``
+    replace recipe values by name. Returns the report, or None on a rank other than 0 under torchrun."""
     recipe, model_config, tokenizer_recipe = plan(preset, steps, PRETRAIN_RECIPE, PRETRAIN_CONFIG, PRETRAIN_TEACH,
-                                                  TOKENIZER_RECIPE)
+                                                  TOKENIZER_RECIPE, PRETRAIN_GPU, overrides)
     recipe["warmup"] = min(recipe["warmup"], recipe["steps"] // 10)  # a shortened run keeps a proportionate warm-up
-    job = PretrainRun(NAME, out_dir, {"recipe": recipe, "config": model_config, "tokenizer": tokenizer_recipe}, run)
+    job = PretrainRun(NAME, out_dir, {"recipe": recipe, "config": model_config, "tokenizer": tokenizer_recipe}, run,
+                      preset, bf16=PRETRAIN_GPU["bf16"])
     seed_everything(recipe["seed"])
     train_texts, valid_texts = unsup_split(recipe["valid_reviews"])
     train_texts = train_texts[: recipe.get("train_reviews")]  # every one unless the preset takes fewer
     start = time.perf_counter()
-    tokenizer = ByteLevelBPE.train(train_texts, tokenizer_recipe["vocab_size"],
-                                   min_frequency=tokenizer_recipe["min_frequency"], special_tokens=GPT_SPECIALS)
+    if preset == "gpu":  # the BPE shipped with the checkpoint (the same recipe trained it)
+        tokenizer = load_tokenizer()[0]
+    else:
+        tokenizer = ByteLevelBPE.train(train_texts, tokenizer_recipe["vocab_size"],
+                                       min_frequency=tokenizer_recipe["min_frequency"], special_tokens=GPT_SPECIALS)
     tokenizer_seconds = time.perf_counter() - start
     train_stream, valid_stream = encode_stream(tokenizer, train_texts), encode_stream(tokenizer, valid_texts)
     if job.writes:  # rank 0 alone under torchrun
@@ -155,14 +162,15 @@ def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full"
 
     config = GPTConfig(vocab_size=len(tokenizer), **model_config)
     model = GPT(config)
-    opt = torch.optim.AdamW(weight_decay_groups(model, recipe["weight_decay"]), lr=recipe["lr"], betas=recipe["betas"])
+    opt = job.adam(weight_decay_groups(model, recipe["weight_decay"]), lr=recipe["lr"], betas=recipe["betas"])
     trainer = Trainer(model, opt, next_token_loss,
                       [WarmupCosine(recipe["steps"], recipe["warmup"], recipe["min_ratio"]),
                        GradientClipping(recipe["clip"]), job.progress(lambda batch: batch[0].numel())],
                       **job.trainer_options())
     start = time.perf_counter()
-    job.fit(trainer, lambda epoch: random_windows(train_stream, config.block_size, recipe["batch_size"],
-                                                  recipe["steps"], recipe["seed"]))
+    stream = train_stream.to(job.device)  # windows are gathered on the device
+    job.fit(trainer, lambda epoch: random_windows(stream, config.block_size, recipe["batch_size"], recipe["steps"],
+                                                  recipe["seed"]))
     train_seconds = time.perf_counter() - start
     if not job.writes:
         return None
@@ -175,7 +183,7 @@ def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full"
         "config": config.__dict__, "tokenizer": {**tokenizer_recipe, "special_tokens": list(GPT_SPECIALS),
                                                  "train_seconds": tokenizer_seconds},
         "recipe": recipe, "parameters": model.num_parameters(),
-        "tokens_seen": recipe["steps"] * recipe["batch_size"] * config.block_size,
+        "tokens_seen": trainer.step * recipe["batch_size"] * config.block_size, "steps": trainer.step,
         "train_stream_tokens": int(train_stream.numel()),
         "final_train_loss": trainer.batch_losses[-1],
         "mean_train_loss_last_100": sum(trainer.batch_losses[-100:]) / len(trainer.batch_losses[-100:]),
@@ -201,7 +209,7 @@ def load_pretrained(directory: str | Path = CHECKPOINT_DIR) -> tuple[GPT, ByteLe
 
 def load_tokenizer(directory: str | Path = CHECKPOINT_DIR) -> tuple[ByteLevelBPE, dict]:
     """``(tokenizer, report)`` of the shipped IMDb GPT after checking the tokenizer's sha256 alone: what rebuilding
-    the weights needs (:mod:`lmlib.recipes.accelerated` keeps this BPE), even when they are missing or corrupt."""
+    the weights needs (the gpu preset keeps this BPE), even when they are missing or corrupt."""
     # a new tokenizer comes only with the one-core recipe, which trains the model as well
     report = verify_shipped(directory, "python -m lmlib.recipes.gpt pretrain", files=("tokenizer.json",))
     return ByteLevelBPE.load(Path(directory) / "tokenizer.json"), report

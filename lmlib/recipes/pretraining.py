@@ -1,12 +1,18 @@
-"""What every pretraining recipe shares: presets, resumable runs, data-parallel and bf16 training.
+"""What every pretraining recipe shares: presets, resumable runs, data-parallel and bf16 training, GPU-sized runs.
 
-``python -m lmlib pretrain {awd-lstm,elmo,gpt,bert}`` (:mod:`lmlib.__main__`) and each recipe module's own
+``python -m lmlib pretrain {awd-lstm,ulmfit-imdb,elmo,gpt,bert}`` (:mod:`lmlib.__main__`) and each recipe module's own
 ``python -m lmlib.recipes.<x> pretrain`` call the same ``pretrain(out_dir, steps, preset, run)`` of that module; that
 function states *what* is computed (data, model, optimizer, schedule), a :class:`PretrainRun` *how* it is carried out:
 
 * **presets** (:func:`plan`): ``full`` is the recorded recipe (``PRETRAIN_RECIPE``/``PRETRAIN_CONFIG``, the numbers
   in the shipped ``pretrain.json``); ``teach`` is the same recipe on a sliver of the data with a tiny model and a few
-  steps (the module's ``PRETRAIN_TEACH`` overrides), to try the command in seconds.
+  steps (the module's ``PRETRAIN_TEACH`` overrides), to try the command in seconds; ``gpu`` is the recipe sized for
+  one GPU (the module's ``PRETRAIN_GPU`` overrides): batches hundreds of sequences wide, built on the device, their
+  learning rate from the square-root rule (:func:`~lmlib.training.schedules.scaled_lr`), bf16 autocast where the
+  model allows it (the LSTMs stay in float32), fused AdamW, and the losses read back every ``GPU_LOG_EVERY`` steps
+  only (:class:`~lmlib.training.trainer.Trainer`'s ``log_every``), so the GPU never waits for the host.
+* **a time budget** (``RunOptions.deadline``): :class:`~lmlib.training.callbacks.TimeBudget` fits the schedule to it.
+* **milestones** (a recipe's ``milestones``): a checkpoint each time the tokens read pass one (:class:`Milestones`).
 * **resume** (:class:`PretrainRun`): every ``checkpoint_every`` steps the Trainer's state (model, optimizer,
   callbacks' schedules, step, the epoch's running sums, a stateful loss's carried state) and every global random
   generator (torch, CUDA, NumPy, Python) go to ``<out>/resume.pt`` through a temporary file and ``os.replace``.
@@ -43,13 +49,14 @@ from typing import Any
 import torch
 
 from ..runtime import pick_device
-from ..training.callbacks import StepProgress
+from ..training.callbacks import StepProgress, TimeBudget
 from ..training.distributed import is_distributed, is_main_process, shard_batches, world_size
 from ..training.trainer import Callback, Trainer
 from .shipping import REPORT
 
-PRESETS = ("teach", "full")
+PRESETS = ("teach", "full", "gpu")
 RESUME = "resume.pt"
+GPU_LOG_EVERY = 100  # steps between reads of the loss from the device in the gpu preset
 
 
 class PretrainError(ValueError):
@@ -64,15 +71,19 @@ class StopRequested(Exception):
 class RunOptions:
     """How a run is carried out, apart from the recipe: ``device`` ("cpu", "cuda" or "auto"), ``bf16`` autocast,
     a resumable checkpoint every ``checkpoint_every`` steps (None: none), ``resume`` from it, and ``stop_after``
-    a step (to try ``resume``: the run stops there as if interrupted, its last checkpoint left in place)."""
+    a step (to try ``resume``: the run stops there as if interrupted, its last checkpoint left in place); ``deadline``:
+    seconds of training the schedule is fitted to (:class:`~lmlib.training.callbacks.TimeBudget`)."""
 
     device: str = "cpu"
     bf16: bool = False
     checkpoint_every: int | None = None
     resume: bool = False
     stop_after: int | None = None
+    deadline: float | None = None
 
     def __post_init__(self):
+        if self.deadline is not None and not self.deadline > 0:
+            raise PretrainError(f"--deadline must be a positive number of seconds, got {self.deadline}")
         for field in ("checkpoint_every", "stop_after"):
             value = getattr(self, field)
             if value is not None and value < 1:
@@ -96,14 +107,22 @@ class RunOptions:
 
 
 def plan(preset: str, steps: int | None, recipe: Mapping, config: Mapping, teach: Mapping,
-         tokenizer: Mapping | None = None) -> tuple[dict, dict, dict]:
-    """``(recipe, config, tokenizer recipe)`` of ``preset``: the recorded ones for ``full``, with ``teach``'s
-    ``"recipe"``, ``"config"`` and ``"tokenizer"`` overrides for ``teach``; ``steps`` (if given) replaces the
-    recipe's step count."""
+         tokenizer: Mapping | None = None, gpu: Mapping | None = None,
+         overrides: Mapping | None = None) -> tuple[dict, dict, dict]:
+    """``(recipe, config, tokenizer recipe)`` of ``preset``: the recorded ones for ``full``, with the ``"recipe"``,
+    ``"config"`` and ``"tokenizer"`` overrides of ``teach`` or ``gpu`` for those presets (and without the recipe keys
+    in their ``"drop"``, values the preset does not use). ``overrides`` then replace recipe values by name (each must
+    be a key of the recipe) and ``steps`` (if given) the step count."""
     if preset not in PRESETS:
         raise PretrainError(f"unknown preset {preset!r}: use one of {', '.join(PRESETS)}")
-    over = teach if preset == "teach" else {}
-    recipe = {**recipe, **over.get("recipe", {})}
+    if preset == "gpu" and gpu is None:
+        raise PretrainError("this model has no gpu preset")
+    over = {"teach": teach, "gpu": gpu}.get(preset) or {}
+    recipe = {k: v for k, v in {**recipe, **over.get("recipe", {})}.items() if k not in over.get("drop", ())}
+    unknown = sorted(set(overrides or ()) - set(recipe))
+    if unknown:
+        raise PretrainError(f"--set {unknown[0]}: not a value of this recipe; it has {', '.join(sorted(recipe))}")
+    recipe.update(overrides or {})
     if steps is not None:
         if steps < 1:
             raise PretrainError(f"steps must be at least 1, got {steps}")
@@ -130,16 +149,56 @@ class _RunControl(Callback):
             raise StopRequested(f"stopped after step {trainer.step} as asked (--stop-after {stop})")
 
 
+class Milestones(Callback):
+    """``save(trainer, tokens)`` each time the tokens read, ``step × tokens_per_step``, pass one of ``milestones``
+    (sorted; e.g. 4M, 16M, 64M), so how a model's transfer grows with its pretraining can be measured from one run.
+    ``tokens_per_step`` may be an average (sentences of varying length): the milestones are then approximate, and
+    the checkpoint records the step it was taken at."""
+
+    main_process_only = True  # it writes files
+
+    def __init__(self, tokens_per_step: float, milestones, save: Callable[[Trainer, int], None]):
+        self.tokens_per_step, self.milestones, self.save = tokens_per_step, sorted(milestones), save
+        self.passed = 0
+
+    def on_batch_end(self, trainer: Trainer, loss) -> None:
+        while self.passed < len(self.milestones) and trainer.step * self.tokens_per_step >= self.milestones[self.passed]:
+            self.save(trainer, self.milestones[self.passed])
+            self.passed += 1
+
+    def state_dict(self) -> dict:
+        return {"passed": self.passed}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.passed = int(state["passed"])
+
+
+def loss_curve(losses: list[float], every: int = 100) -> list[dict]:
+    """The mean training loss over each ``every`` steps, as ``{"step": last step, "loss": mean}``."""
+    return [{"step": i + len(chunk), "loss": sum(chunk) / len(chunk)}
+            for i in range(0, len(losses), every) for chunk in [losses[i: i + every]]]
+
+
+def milestone_name(tokens: int) -> str:
+    """``tokens_4M`` for 4,000,000 (``tokens_2500`` for 2,500): the folder a milestone's checkpoint goes to, inside the
+    output folder."""
+    return f"tokens_{tokens // 10**6}M" if tokens % 10**6 == 0 else f"tokens_{tokens}"
+
+
 class PretrainRun:
     """One run of a recipe writing to ``out_dir``. ``meta`` (the recipe, config and tokenizer recipe) identifies
     it: a folder whose ``pretrain.json`` or ``resume.pt`` records another model or other values is refused before any
     work starts, and so are a folder this process cannot write, ``resume`` with no ``resume.pt`` to resume from, and a
     ``stop_after`` that is not inside the steps still to take."""
 
-    def __init__(self, name: str, out_dir: str | Path, meta: Mapping, options: RunOptions | None = None):
-        self.name, self.out_dir = name, Path(out_dir)
+    def __init__(self, name: str, out_dir: str | Path, meta: Mapping, options: RunOptions | None = None,
+                 preset: str = "full", bf16: bool = False):
+        self.name, self.out_dir, self.preset = name, Path(out_dir), preset
         self.options = options or RunOptions()
-        self.meta = _jsonable({"model": name, **meta, "bf16": self.options.bf16, "world_size": world_size()})
+        self.device = pick_device(self.options.device)
+        # the gpu preset's bf16 (for the models that allow it) applies on a GPU; --bf16 anywhere
+        self.bf16 = self.options.bf16 or (bf16 and preset == "gpu" and self.device.type == "cuda")
+        self.meta = _jsonable({"model": name, **meta, "bf16": self.bf16, "world_size": world_size()})
         self.resume_path = self.out_dir / RESUME
         self.world_sizes = [world_size()]  # one entry per stretch of the run; more than one after a resume elsewhere
         self.resumed_from_world_size: int | None = None  # the process count that wrote the resume.pt being resumed
@@ -230,8 +289,23 @@ class PretrainRun:
 
     # -- training --------------------------------------------------------------------------------------------
     def trainer_options(self) -> dict:
-        """The Trainer's ``device`` and ``autocast`` for this run."""
-        return {"device": self.options.device, "autocast": torch.bfloat16 if self.options.bf16 else None}
+        """The Trainer's ``device``, ``autocast`` and ``log_every`` for this run."""
+        return {"device": self.device, "autocast": torch.bfloat16 if self.bf16 else None,
+                "log_every": GPU_LOG_EVERY if self.preset == "gpu" else 1}
+
+    def adam(self, params, adamw: bool = True, **settings) -> torch.optim.Optimizer:
+        """AdamW (or Adam) with ``settings``; on a GPU the fused kernel, one launch for all parameters."""
+        cls = torch.optim.AdamW if adamw else torch.optim.Adam
+        return cls(params, **settings, **({"fused": True} if self.device.type == "cuda" else {}))
+
+    def milestones(self, tokens_per_step: float, save: Callable[[Path, Trainer, int], None]) -> list[Callback]:
+        """A :class:`Milestones` callback when the recipe has ``milestones`` (else none): ``save(folder, trainer,
+        tokens)`` writes a checkpoint into ``<out>/<milestone_name(tokens)>``."""
+        marks = self.meta["recipe"].get("milestones")
+        if not marks:
+            return []
+        return [Milestones(tokens_per_step, marks,
+                           lambda trainer, tokens: save(self.out_dir / milestone_name(tokens), trainer, tokens))]
 
     def progress(self, tokens: Callable[[Any], int]) -> StepProgress:
         """The run's progress display (a Trainer callback; :class:`~lmlib.training.callbacks.StepProgress`) over the
@@ -243,6 +317,8 @@ class PretrainRun:
         """One epoch of ``batches`` (a function ``epoch -> batches``, each the global batch), split between the ranks
         under torchrun, with the periodic checkpoint; after loading ``resume.pt`` when resuming. Then, on rank 0, the
         summary line of :meth:`progress` (also when the run stops after ``stop_after``)."""
+        if self.options.deadline is not None:
+            trainer.callbacks.append(TimeBudget(self.options.deadline, steps=self.meta["recipe"]["steps"]))
         trainer.callbacks.append(_RunControl(self))
         if self.options.resume:
             trainer.load_checkpoint(self.resume_path)  # also restores every global random generator
@@ -275,7 +351,9 @@ class PretrainRun:
 
     def annotate(self, report: dict) -> dict:
         """``report`` plus how the run differed from the recorded single-process float32 CPU run, if it did."""
-        run = {"device": pick_device(self.options.device).type, "bf16": self.options.bf16, "world_size": world_size()}
+        run = {"device": self.device.type, "bf16": self.bf16, "world_size": world_size()}
+        if self.device.type == "cuda":
+            run.update(device_name=torch.cuda.get_device_name(self.device), torch=torch.__version__)
         if len(self.world_sizes) > 1:
             run["world_sizes"] = self.world_sizes  # processes per stretch, in order, when a resume changed them
         return report if run == {"device": "cpu", "bf16": False, "world_size": 1} else {**report, "run": run}
@@ -286,4 +364,5 @@ class PretrainRun:
             os.remove(self.resume_path)
 
 
-__all__ = ["PRESETS", "RESUME", "PretrainError", "StopRequested", "RunOptions", "plan", "PretrainRun"]
+__all__ = ["PRESETS", "RESUME", "GPU_LOG_EVERY", "PretrainError", "StopRequested", "RunOptions", "plan", "Milestones",
+           "milestone_name", "loss_curve", "PretrainRun"]

@@ -59,7 +59,7 @@ def save_shipped(out_dir: str | Path, name: str, state_dict: Mapping[str, torch.
 
     out_dir = Path(out_dir)
     weights = f"{name}.safetensors"
-    tensors = {k: v.detach().to(torch.float16).contiguous() for k, v in state_dict.items() if k not in skip}
+    tensors = {k: v.detach().to("cpu", torch.float16).contiguous() for k, v in state_dict.items() if k not in skip}
     _atomic_write(out_dir / weights, lambda tmp: save_file(tensors, tmp, metadata={"config": json.dumps(dict(config))}))
     for file_name, writer in dict(side_files).items():
         _atomic_write(out_dir / file_name, writer)
@@ -96,11 +96,6 @@ def verify_shipped(directory: str | Path, rebuild: str, files: Sequence[str] | N
             raise ValueError(f"{path} has sha256 {actual}, but {REPORT} records {expected}: the file is corrupt or was "
                              f"replaced. Restore it from git or rebuild the checkpoint with `{rebuild}`")
     return report
-
-
-def pretrained_on_gpu(report: dict) -> bool:
-    """Does a checkpoint's ``pretrain.json`` say it was pretrained on a CUDA GPU (``lmlib.recipes.accelerated``)?"""
-    return report.get("run", {}).get("device") == "cuda"
 
 
 def load_shipped(directory: str | Path, name: str, rebuild: str) -> tuple[dict, dict[str, torch.Tensor], dict]:

@@ -3,12 +3,13 @@ for Text Classification".
 
 (a) **General-domain LM pretraining** — an AWD-LSTM language model (Merity et al. 2018) on a general
     corpus; here the Penn Treebank. :func:`pretrain` is the seeded recipe behind the small checkpoint
-    shipped in ``lmlib/pretrained/`` (``python -m lmlib.recipes.ulmfit pretrain --out DIR``), and
+    shipped in ``lmlib/pretrained/`` (``python -m lmlib pretrain awd-lstm``), and
     :func:`load_pretrained` verifies its sha256 before loading.
 (b) **Target-task LM fine-tuning** — the same LM, on the target task's own text, with discriminative
     fine-tuning (one rate per layer, η^{l−1} = η^l / 2.6) and slanted triangular learning rates
     (:mod:`lmlib.training.schedules`); new words join the vocabulary through
-    :func:`lmlib.models.ulmfit.extend_vocab` (:func:`finetune_lm`).
+    :func:`lmlib.models.ulmfit.extend_vocab` (:func:`finetune_lm`; on IMDb :func:`finetune_imdb`, ``python -m lmlib
+    pretrain ulmfit-imdb``).
 (c) **Classifier fine-tuning** — :class:`lmlib.models.ulmfit.ULMFiTClassifier`, trained with gradual
     unfreezing (:class:`lmlib.training.callbacks.GradualUnfreezing`), STLR and discriminative rates
     over the model's ``layer_groups()`` (:func:`train_classifier`).
@@ -34,9 +35,9 @@ from ..runtime import seed_everything
 from ..text.batching import batchify, bptt_batches, classification_batches
 from ..text.truncation import head_and_tail  # noqa: F401 (notebook 07 and the benchmarks read it here)
 from ..text.vocab import PAD, UNK, Vocab
-from ..training.callbacks import GradientClipping, GradualUnfreezing, PrintEvery
+from ..training.callbacks import GradientClipping, GradualUnfreezing
 from ..training.objectives import StatefulLMLoss, classification_loss
-from ..training.schedules import STLR, discriminative_param_groups
+from ..training.schedules import STLR, discriminative_param_groups, scaled_lr
 from ..training.trainer import Trainer, evaluate
 
 PRETRAINED_DIR = Path(__file__).resolve().parents[1] / "pretrained"
@@ -54,6 +55,10 @@ PRETRAIN_RECIPE = dict(seed=0, batch_size=32, bptt=70, steps=3000, eta_max=4e-3,
 # through a 10,000-way softmax, took 60% of a teach run's 17 s). The full recipe measures the whole splits.
 PRETRAIN_TEACH = dict(recipe=dict(steps=30, batch_size=8, bptt=20, heldout_tokens=10_000),
                       config=dict(embed_size=32, hidden_size=64, num_layers=2))
+# `--preset gpu`: 128 streams a step for ~80 epochs of PTB, with the dropouts of a long run (Merity et al. 2018 use
+# 0.4/0.25/0.4/0.1/0.5 for a 24M-parameter model; this one has 3.4M, so a little less)
+PRETRAIN_GPU = dict(recipe=dict(batch_size=128, steps=8000, heldout_tokens=None),
+                    config=dict(embed_p=0.1, input_p=0.3, hidden_p=0.2, weight_p=0.3, output_p=0.3))
 # The shipped weights were written before AWDLSTMConfig's fields got their course-wide names; their
 # metadata (covered by the sha256) keeps the names it was written with.
 _RENAMED_CONFIG_FIELDS = {"emb_size": "embed_size", "n_layers": "num_layers"}
@@ -76,26 +81,28 @@ def evaluate_lm(model: AWDLSTMLanguageModel, ids: torch.Tensor, batch_size: int 
     return evaluate(model, StatefulLMLoss(), bptt_batches(batchify(ids, batch_size), bptt), device).perplexity
 
 
-def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full", run=None) -> dict | None:
+def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full", run=None,
+             overrides: dict | None = None) -> dict | None:
     """Stage (a): train the AWD-LSTM LM on PTB with the seeded recipe ``PRETRAIN_RECIPE`` (``preset="teach"``:
-    ``PRETRAIN_TEACH``); write ``awd_lstm_ptb.safetensors`` (fp16), ``vocab.json`` and ``pretrain.json`` to
-    ``out_dir``. ``run`` says how (:class:`~lmlib.recipes.pretraining.RunOptions`: device, bf16, resumable
-    checkpoints; the LSTM's carried state is part of a checkpoint). Returns the report, or None on a rank other
-    than 0 under torchrun."""
+    ``PRETRAIN_TEACH``, ``"gpu"``: ``PRETRAIN_GPU``); write ``awd_lstm_ptb.safetensors`` (fp16), ``vocab.json`` and
+    ``pretrain.json`` to ``out_dir``. ``run`` says how (:class:`~lmlib.recipes.pretraining.RunOptions`: device, bf16,
+    resumable checkpoints, a deadline; the LSTM's carried state is part of a checkpoint); ``overrides`` replace recipe
+    values by name. Returns the report, or None on a rank other than 0 under torchrun."""
     from .pretraining import PretrainRun, plan
 
-    recipe, model_config, _ = plan(preset, steps, PRETRAIN_RECIPE, PRETRAIN_CONFIG, PRETRAIN_TEACH)
-    job = PretrainRun(NAME, out_dir, {"recipe": recipe, "config": model_config}, run)
+    recipe, model_config, _ = plan(preset, steps, PRETRAIN_RECIPE, PRETRAIN_CONFIG, PRETRAIN_TEACH, gpu=PRETRAIN_GPU,
+                                   overrides=overrides)
+    job = PretrainRun(NAME, out_dir, {"recipe": recipe, "config": model_config}, run, preset)
     seed_everything(recipe["seed"])
     out_dir = Path(out_dir)
     vocab = ptb_vocab()
     config = AWDLSTMConfig(vocab_size=len(vocab), pad_id=vocab[PAD], **model_config)
     model = AWDLSTMLanguageModel(config)
-    streams = batchify(_ptb_ids(vocab, "train"), recipe["batch_size"])
+    streams = batchify(_ptb_ids(vocab, "train").to(job.device), recipe["batch_size"])
     windows = list(bptt_batches(streams, recipe["bptt"]))
     # windows beyond one epoch wrap around to the start of the corpus
     batches = [windows[i % len(windows)] for i in range(recipe["steps"])]
-    opt = torch.optim.Adam(model.parameters(), lr=recipe["eta_max"], betas=recipe["betas"])
+    opt = job.adam(model.parameters(), adamw=False, lr=recipe["eta_max"], betas=recipe["betas"])
     trainer = Trainer(model, opt, StatefulLMLoss(state_batch_dim=1),
                       [STLR(recipe["steps"], recipe["cut_frac"], recipe["ratio"]), GradientClipping(recipe["clip"]),
                        job.progress(lambda batch: batch.x.numel())], **job.trainer_options())
@@ -108,7 +115,7 @@ def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full"
     valid_ppl, test_ppl = (evaluate_lm(model, _ptb_ids(vocab, split)[:heldout]) for split in ("valid", "test"))
     report = {
         "model": "AWD-LSTM (lmlib.models.awd_lstm), PTB pretraining for ULMFiT",
-        "config": config.__dict__, "recipe": recipe, "tokens_seen": recipe["steps"] * recipe["batch_size"] * recipe["bptt"],
+        "config": config.__dict__, "recipe": recipe, "tokens_seen": trainer.step * recipe["batch_size"] * recipe["bptt"],
         "train_tokens_per_epoch": int(streams.numel()),
         "final_train_loss": trainer.history[-1]["train_loss"],
         "valid_ppl": valid_ppl, "test_ppl": test_ppl, "train_seconds": train_seconds,
@@ -127,7 +134,7 @@ def save_pretrained(model: AWDLSTMLanguageModel, vocab: Vocab, out_dir: str | Pa
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    tensors = {k: v.detach().to(torch.float16).contiguous() for k, v in model.state_dict().items()
+    tensors = {k: v.detach().to("cpu", torch.float16).contiguous() for k, v in model.state_dict().items()
                if not (model.config.tie_weights and k == "decoder.weight")}
     weights = out_dir / f"{stem}.safetensors"
     save_file(tensors, str(weights), metadata={"config": json.dumps(model.config.__dict__)})
@@ -194,13 +201,22 @@ def finetune_lm(model: AWDLSTMLanguageModel, ids: torch.Tensor, epochs: int = 1,
 # -- (b) on IMDb: the fine-tuned LM shipped in lmlib/pretrained/ulmfit_imdb/ -----------------------------
 
 IMDB_DIR = PRETRAINED_DIR / "ulmfit_imdb"
-IMDB_REBUILD = "python -m lmlib.recipes.ulmfit finetune-imdb --out lmlib/pretrained/ulmfit_imdb"
+IMDB_NAME = "ulmfit_imdb"
+IMDB_REBUILD = "python -m lmlib pretrain ulmfit-imdb --preset full --device cpu --out lmlib/pretrained/ulmfit_imdb"
 # Dropouts for stages (b) and (c): the pretraining ones were tuned for 6.7M PTB tokens; fine-tuning on less
 # text with a bigger vocabulary needs more.
 FINETUNE_DROPOUTS = dict(embed_p=0.05, input_p=0.25, hidden_p=0.15, weight_p=0.2, output_p=0.25)
 # max_new keeps the fp16 checkpoint under 10 MB (16,001 words x 200 dims dominate its 4.9M parameters).
 IMDB_RECIPE = dict(seed=0, held_out_reviews=1000, min_freq=2, max_new=6000, steps=1000, batch_size=32, bptt=70,
                    eta_max=4e-3, factor=2.6, dropouts=FINETUNE_DROPOUTS)
+# `--preset teach`: a few reviews, a few steps, the perplexities on the first held-out tokens
+IMDB_TEACH = dict(recipe=dict(steps=6, batch_size=4, bptt=20, max_new=300, train_reviews=200, heldout_tokens=3000))
+# `--preset gpu`: 256 streams a step (the rate by the square-root rule from the 64 x 70 batches measured at 4e-3),
+# 8,400 steps = 150M tokens, about seven passes over the 74,000 reviews; a vocabulary of 30,001 words so that
+# sentiment words are not <unk> (--set max_new=50000 for 60,001); a checkpoint at 4M, 16M and 64M tokens on the way.
+IMDB_GPU = dict(recipe=dict(batch_size=256, steps=8400, eta_max=scaled_lr(4e-3, 64, 256), max_new=20_000,
+                            train_reviews=None, heldout_tokens=None, stage_a=None,
+                            milestones=[4_000_000, 16_000_000, 64_000_000]))
 _CLITICS = ("n't", "'s", "'re", "'ve", "'ll", "'d", "'m")
 
 
@@ -235,10 +251,12 @@ def imdb_held_out(held_out_reviews: int = IMDB_RECIPE["held_out_reviews"], seed:
     return [review_tokens(text) for text in held_out]
 
 
-def imdb_lm_texts(held_out_reviews: int = IMDB_RECIPE["held_out_reviews"], seed: int = IMDB_RECIPE["seed"]):
+def imdb_lm_texts(held_out_reviews: int = IMDB_RECIPE["held_out_reviews"], seed: int = IMDB_RECIPE["seed"],
+                  train_reviews: int | None = None):
     """Stage (b)'s text as token lists, ``(train, held_out)``: IMDb's 50,000 unlabelled reviews and its 25,000
     training reviews without their labels (as Howard & Ruder do), shuffled (seeded), less the
-    :func:`imdb_held_out` reviews. The test reviews are never used."""
+    :func:`imdb_held_out` reviews; the first ``train_reviews`` of them (default all). The test reviews are never
+    used."""
     from ..data import load_imdb
 
     unsup, train = load_imdb("unsup").texts, load_imdb("train").texts
@@ -246,7 +264,7 @@ def imdb_lm_texts(held_out_reviews: int = IMDB_RECIPE["held_out_reviews"], seed:
         raise ValueError(f"expected IMDb's 50,000 unlabelled reviews, found {len(unsup):,}: is the data mirror complete?")
     held_out, rest = _split_unsup(unsup, held_out_reviews, seed)
     rest += train
-    order = torch.randperm(len(rest), generator=torch.Generator().manual_seed(seed + 1)).tolist()
+    order = torch.randperm(len(rest), generator=torch.Generator().manual_seed(seed + 1)).tolist()[:train_reviews]
     return [review_tokens(rest[i]) for i in order], [review_tokens(text) for text in held_out]
 
 
@@ -258,9 +276,10 @@ def review_stream(vocab: Vocab, texts: Sequence[Sequence[str]]) -> torch.Tensor:
 def imdb_vocab_and_lm(lm_texts: Sequence[Sequence[str]], pretrained: bool = True,
                       recipe: dict = IMDB_RECIPE) -> tuple[AWDLSTMLanguageModel, Vocab]:
     """The PTB vocabulary extended with the ``max_new`` most frequent new words of ``lm_texts``, and the
-    shipped PTB LM grown to match (``pretrained=False``: the same architecture and vocabulary, random init)."""
+    stage (a) LM (the shipped one, or the folder ``recipe["stage_a"]``) grown to match (``pretrained=False``: the
+    same architecture and vocabulary, random init)."""
     if pretrained:
-        lm, vocab = load_pretrained(**recipe["dropouts"])
+        lm, vocab = load_pretrained(recipe.get("stage_a") or PRETRAINED_DIR, **recipe["dropouts"])
     else:
         vocab = ptb_vocab()
         lm = AWDLSTMLanguageModel(AWDLSTMConfig(vocab_size=len(vocab), pad_id=vocab[PAD],
@@ -271,44 +290,81 @@ def imdb_vocab_and_lm(lm_texts: Sequence[Sequence[str]], pretrained: bool = True
     return lm, vocab
 
 
-def finetune_imdb(out_dir: str | Path, steps: int | None = None, print_every: int = 50) -> dict:
-    """Stage (b) on IMDb: extend the PTB LM's vocabulary, fine-tune it for ``steps`` windows of unlabelled
-    reviews with discriminative rates and STLR, and write it with :func:`save_pretrained`. Perplexity on
-    held-out reviews (and on PTB test, to see what the general domain loses) is measured before and after."""
-    recipe = dict(IMDB_RECIPE, steps=steps or IMDB_RECIPE["steps"])
+def finetune_imdb(out_dir: str | Path, steps: int | None = None, preset: str = "full", run=None,
+                  overrides: dict | None = None) -> dict | None:
+    """Stage (b) on IMDb with the seeded ``IMDB_RECIPE`` (``preset="teach"``: ``IMDB_TEACH``, ``"gpu"``:
+    ``IMDB_GPU``): extend the stage (a) LM's vocabulary, fine-tune it on windows of the reviews with discriminative
+    rates and STLR (the reviews read again when the steps outlast them), and write it with :func:`save_pretrained`.
+    Perplexity on held-out reviews (and on PTB test, to see what the general domain loses) is measured before and
+    after. ``run`` and ``overrides`` as for :func:`pretrain`. Returns the report (None on a rank other than 0)."""
+    from .pretraining import PretrainRun, loss_curve, plan
+
+    recipe, _, _ = plan(preset, steps, IMDB_RECIPE, {}, IMDB_TEACH, gpu=IMDB_GPU, overrides=overrides)
+    stage_a_dir = Path(recipe.get("stage_a") or PRETRAINED_DIR)
+    if not (stage_a_dir / "pretrain.json").is_file():
+        from .pretraining import PretrainError
+
+        raise PretrainError(f"stage_a {stage_a_dir} holds no stage (a) checkpoint (pretrain.json)")
+    job = PretrainRun(IMDB_NAME, out_dir, {"recipe": recipe, "config": {}}, run, preset)
     seed_everything(recipe["seed"])
-    lm_texts, held_out = imdb_lm_texts(recipe["held_out_reviews"], recipe["seed"])
+    lm_texts, held_out = imdb_lm_texts(recipe["held_out_reviews"], recipe["seed"], recipe.get("train_reviews"))
     lm, vocab = imdb_vocab_and_lm(lm_texts, recipe=recipe)
     need = recipe["batch_size"] * (recipe["steps"] * recipe["bptt"] + 1)
     used, n_tokens = 0, 0
     while n_tokens < need and used < len(lm_texts):
         n_tokens += len(lm_texts[used]) + 1
         used += 1
-    train_ids, held_ids = review_stream(vocab, lm_texts[:used]), review_stream(vocab, held_out)
-    ptb_test = _ptb_ids(vocab, "test")
-    before = {"imdb_held_out_ppl": evaluate_lm(lm, held_ids), "ptb_test_ppl": evaluate_lm(lm, ptb_test)}
-    print(json.dumps({"before": before}), flush=True)
+    heldout = recipe.get("heldout_tokens")  # None: every held-out token
+    train_ids, held_ids = review_stream(vocab, lm_texts[:used]), review_stream(vocab, held_out)[:heldout]
+    ptb_test = _ptb_ids(vocab, "test")[:heldout]
+    lm = lm.to(job.device)
+
+    def perplexities():
+        return {"imdb_held_out_ppl": evaluate_lm(lm, held_ids), "ptb_test_ppl": evaluate_lm(lm, ptb_test)}
+
+    before = perplexities()
+    if job.writes:
+        print(json.dumps({"before": before}), flush=True)
+    stage_a = json.loads((stage_a_dir / "pretrain.json").read_text())
+    about = {"model": "AWD-LSTM (lmlib.models.awd_lstm): ULMFiT stage (b), the PTB LM fine-tuned on IMDb reviews",
+             "rebuild": IMDB_REBUILD if preset == "full" else None, "recipe": recipe,
+             "stage_a": {"sha256": stage_a["sha256"]["awd_lstm_ptb.safetensors"], "tokens_seen": stage_a["tokens_seen"],
+                         "ptb_test_ppl": stage_a["test_ppl"]},
+             "vocab_size": len(vocab), "new_words": len(vocab) - len(ptb_vocab()), "reviews_available": len(lm_texts),
+             "reviews_used": used}
     seed_everything(recipe["seed"])
+    windows = list(bptt_batches(batchify(train_ids.to(job.device), recipe["batch_size"]), recipe["bptt"]))
+    batches = [windows[i % len(windows)] for i in range(recipe["steps"])]  # the reviews again after the last
+    opt = job.adam(discriminative_param_groups(lm.layer_groups(), recipe["eta_max"], recipe["factor"]), adamw=False,
+                   betas=(0.8, 0.99))
+    tokens_per_step = recipe["batch_size"] * recipe["bptt"]
+
+    def milestone(folder: Path, trainer: Trainer, tokens: int) -> None:
+        save_pretrained(lm, vocab, folder, {**about, "config": lm.config.__dict__, "tokens_seen": trainer.step * tokens_per_step,
+                                            "steps": trainer.step, "train_loss_curve": loss_curve(trainer.batch_losses)},
+                        stem=IMDB_NAME)
+
+    trainer = Trainer(lm, opt, StatefulLMLoss(state_batch_dim=1),
+                      [STLR(recipe["steps"]), GradientClipping(0.5), job.progress(lambda batch: batch.x.numel()),
+                       *job.milestones(tokens_per_step, milestone)], **job.trainer_options())
     start = time.perf_counter()
-    trainer = finetune_lm(lm, train_ids, eta_max=recipe["eta_max"], batch_size=recipe["batch_size"],
-                          bptt=recipe["bptt"], max_steps=recipe["steps"], callbacks=[PrintEvery(print_every)],
-                          factor=recipe["factor"])
+    job.fit(trainer, lambda epoch: batches)
     train_seconds = time.perf_counter() - start
-    after = {"imdb_held_out_ppl": evaluate_lm(lm, held_ids), "ptb_test_ppl": evaluate_lm(lm, ptb_test)}
-    held_unk = (held_ids == vocab.unk_id).float().mean().item()
-    stage_a = json.loads((PRETRAINED_DIR / "pretrain.json").read_text())
+    if not job.writes:
+        return None
+    after = perplexities()
     report = {
-        "model": "AWD-LSTM (lmlib.models.awd_lstm): ULMFiT stage (b), the PTB LM fine-tuned on IMDb reviews",
-        "rebuild": IMDB_REBUILD, "config": lm.config.__dict__, "recipe": recipe,
-        "stage_a": {"sha256": stage_a["sha256"]["awd_lstm_ptb.safetensors"], "tokens_seen": stage_a["tokens_seen"],
-                    "ptb_test_ppl": stage_a["test_ppl"]},
-        "vocab_size": len(vocab), "new_words": len(vocab) - len(ptb_vocab()),
-        "reviews_available": len(lm_texts), "reviews_used": used, "tokens_seen": trainer.step * recipe["batch_size"] * recipe["bptt"],
-        "held_out_reviews": len(held_out), "held_out_tokens": int(held_ids.numel()), "held_out_unk_rate": held_unk,
+        **{k: v for k, v in about.items() if v is not None}, "config": lm.config.__dict__,
+        "tokens_seen": trainer.step * tokens_per_step, "held_out_reviews": len(held_out),
+        "held_out_tokens": int(held_ids.numel()), "held_out_unk_rate": (held_ids == vocab.unk_id).float().mean().item(),
         "before": before, "after": after, "final_train_loss": trainer.history[-1]["train_loss"],
         "train_seconds": train_seconds, "torch_threads": torch.get_num_threads(),
     }
-    return save_pretrained(lm, vocab, out_dir, report, stem="ulmfit_imdb")
+    if preset != "full":
+        report.update(steps=trainer.step, train_loss_curve=loss_curve(trainer.batch_losses))
+    report = save_pretrained(lm.cpu(), vocab, out_dir, job.annotate(report), stem=IMDB_NAME)
+    job.finish()
+    return report
 
 
 # -- (c) the classifier ---------------------------------------------------------------------------------

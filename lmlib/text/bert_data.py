@@ -16,6 +16,11 @@ The path from text to a batch, one pure step each:
 4. :func:`pretraining_batch` does 2 and 3 for a list of pairs and pads them into tensors for
    :class:`lmlib.models.bert.Bert`.
 
+For runs sized for a GPU, :func:`packed_instances` fills each segment up to the full length with consecutive
+sentences, as the released pre-processing does ("sequences of up to 512 tokens", Appendix A.2), and
+:func:`instance_tensors` lays the instances out as fixed-size tensors once, so batches are cut and masked on the
+device (:func:`mask_tokens` draws where its input lives).
+
 Labels follow ``transformers``: the MLM label is the original id at chosen positions and ``IGNORE_INDEX``
 (-100, what ``F.cross_entropy`` skips by default) elsewhere; the NSP label is 0 for IsNext and 1 for NotNext.
 """
@@ -155,22 +160,25 @@ def mask_tokens(input_ids: torch.Tensor, specials: SpecialIds, vocab_size: int,
     are drawn uniformly from the vocabulary without the special tokens (they may equal the original token, as
     in BERT). The released code picks exactly round(15% · n) positions per sequence instead of deciding each
     position on its own; the expected share is the same.
+
+    The draws are made where ``input_ids`` lives (``generator`` must be on that device), and nothing is read back
+    from it: on a GPU a whole batch is masked without the host waiting.
     """
     _check_masking_inputs(input_ids, specials, vocab_size, attention_mask, mask_rate)
-    special = torch.tensor(specials.all(), device=input_ids.device)
-    maskable = ~torch.isin(input_ids, special)  # (B, T)
-    if attention_mask is not None:
-        maskable &= attention_mask.bool()
-    chosen = maskable & (torch.rand(input_ids.shape, generator=generator) < mask_rate).to(input_ids.device)
-    u = torch.rand(input_ids.shape, generator=generator).to(input_ids.device)  # which of the three treatments
+    device, special = input_ids.device, sorted(set(specials.all()))
+    maskable = torch.ones_like(input_ids, dtype=torch.bool) if attention_mask is None else attention_mask.bool()
+    for s in special:
+        maskable &= input_ids != s  # (B, T)
+    chosen = maskable & (torch.rand(input_ids.shape, generator=generator, device=device) < mask_rate)
+    u = torch.rand(input_ids.shape, generator=generator, device=device)  # which of the three treatments
     how = torch.full_like(input_ids, NOT_CHOSEN, dtype=torch.int8)
     how[chosen & (u < 0.8)] = MASKED
     how[chosen & (u >= 0.8) & (u < 0.9)] = RANDOM
     how[chosen & (u >= 0.9)] = UNCHANGED
-    ordinary = torch.ones(vocab_size, dtype=torch.bool)
-    ordinary[list(specials.all())] = False
-    candidates = ordinary.nonzero().squeeze(1).to(input_ids.device)  # ids a random replacement may take
-    drawn = candidates[torch.randint(len(candidates), input_ids.shape, generator=generator).to(input_ids.device)]
+    # a uniform draw among the ordinary ids: the r-th of them is r shifted past each special id at or below it
+    drawn = torch.randint(vocab_size - len(special), input_ids.shape, generator=generator, device=device)
+    for s in special:
+        drawn += drawn >= s
     corrupted = torch.where(how == MASKED, torch.full_like(input_ids, specials.mask), input_ids)
     corrupted = torch.where(how == RANDOM, drawn, corrupted)
     labels = torch.where(chosen, input_ids, torch.full_like(input_ids, IGNORE_INDEX))
@@ -192,7 +200,10 @@ def _check_masking_inputs(input_ids, specials, vocab_size, attention_mask, mask_
     if bad:
         raise ValueError(f"special ids {bad} are outside the vocabulary of {vocab_size}; take them from the "
                          f"tokenizer (SpecialIds.from_tokenizer)")
-    if input_ids.numel() and (int(input_ids.min()) < 0 or int(input_ids.max()) >= vocab_size):
+    # the ids' range is read on the CPU only: on a GPU the read would stall it (ids from instance_tensors come from
+    # the tokenizer, so they are in range)
+    if input_ids.device.type == "cpu" and input_ids.numel() and (int(input_ids.min()) < 0
+                                                                 or int(input_ids.max()) >= vocab_size):
         raise ValueError(f"input_ids holds ids from {int(input_ids.min())} to {int(input_ids.max())}, outside the "
                          f"vocabulary of {vocab_size}; encode the text with the tokenizer of this vocabulary")
     if attention_mask is not None and (not isinstance(attention_mask, torch.Tensor)
@@ -234,6 +245,64 @@ def pretraining_batch(pairs: Sequence[SentencePair], specials: SpecialIds, vocab
     return PretrainingBatch(masked.input_ids, segment_ids, attention_mask, masked.labels, nsp_labels, masked.how)
 
 
+def packed_instances(documents: Sequence[Sequence[Sequence[int]]], max_len: int, rng: random.Random, nsp: bool,
+                     short_seq_prob: float = 0.1) -> list[tuple[list[int], list[int], bool]]:
+    """``(A, B, is_next)`` per instance, segments filled to the full length as in BERT's released pre-processing:
+    consecutive sentences of a document are gathered until they reach the target length (``max_len − 3``; with
+    probability ``short_seq_prob`` a shorter random target, so short inputs are seen too), then cut at a random
+    sentence boundary into A and B. With ``nsp``, half the time B is instead as many sentences as fit from a random
+    place in another document (NotNext), and the sentences A left unused go back to be read next. Without ``nsp``
+    B is always the true continuation (one contiguous span of text). The pair is then trimmed to fit
+    (:func:`truncate_pair`)."""
+    target_max = max_len - 3
+    out = []
+    for d, doc in enumerate(documents):
+        target = rng.randint(2, target_max) if rng.random() < short_seq_prob else target_max
+        chunk, length, i = [], 0, 0
+        while i < len(doc):
+            chunk.append(doc[i])
+            length += len(doc[i])
+            if i == len(doc) - 1 or length >= target:
+                a_end = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
+                a = [t for s in chunk[:a_end] for t in s]
+                random_next = nsp and (len(chunk) == 1 or rng.random() < 0.5)
+                if random_next and len(documents) > 1:
+                    other = rng.randrange(len(documents) - 1)
+                    source = documents[other + (other >= d)]
+                    b, j = [], rng.randrange(len(source)) if source else 0
+                    while j < len(source) and len(b) < target - len(a):
+                        b.extend(source[j])
+                        j += 1
+                    i -= len(chunk) - a_end  # the unused sentences are read again
+                    is_next = False
+                elif len(chunk) == 1:  # no sentence boundary to cut at: cut the sentence itself
+                    half = len(a) // 2
+                    a, b, is_next = a[:half], a[half:], True
+                else:
+                    b, is_next = [t for s in chunk[a_end:] for t in s], True
+                if a and b:
+                    out.append((*truncate_pair(a, b, max_len), is_next))
+                target = rng.randint(2, target_max) if rng.random() < short_seq_prob else target_max
+                chunk, length = [], 0
+            i += 1
+    return out
+
+
+def instance_tensors(instances: Sequence[tuple[Sequence[int], Sequence[int], bool]], specials: SpecialIds,
+                     max_len: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(ids (N, max_len) int32, segments (N, max_len) int8, nsp labels (N,))``: each instance as
+    ``[CLS] A [SEP] B [SEP]`` padded with [PAD], segments as :func:`encode_pair` gives them."""
+    ids = torch.full((len(instances), max_len), specials.pad, dtype=torch.int32)
+    segments = torch.zeros((len(instances), max_len), dtype=torch.int8)
+    labels = torch.empty(len(instances), dtype=torch.long)
+    for row, (a, b, is_next) in enumerate(instances):
+        seq = [specials.cls, *a, specials.sep, *b, specials.sep]
+        ids[row, : len(seq)] = torch.tensor(seq, dtype=torch.int32)
+        segments[row, len(a) + 2: len(seq)] = 1
+        labels[row] = IS_NEXT if is_next else NOT_NEXT
+    return ids, segments, labels
+
+
 __all__ = ["IGNORE_INDEX", "IS_NEXT", "NOT_NEXT", "NOT_CHOSEN", "MASKED", "RANDOM", "UNCHANGED", "SpecialIds",
            "SentencePair", "sentence_pairs", "truncate_pair", "encode_pair", "MaskedTokens", "mask_tokens",
-           "PretrainingBatch", "pretraining_batch"]
+           "PretrainingBatch", "pretraining_batch", "packed_instances", "instance_tensors"]

@@ -113,12 +113,16 @@ class STLR(LRSchedule):
             self.start_step = trainer.step
         super().on_fit_begin(trainer)
 
+    def retarget(self, total: int) -> None:
+        """Lay the triangle over a run cut to ``total`` steps in all (:class:`~lmlib.training.callbacks.TimeBudget`)."""
+        self.T = max(1, total - (self.start_step or 0))
+
     def state_dict(self) -> dict:
-        return {**super().state_dict(), "start_step": self.start_step}
+        return {**super().state_dict(), "start_step": self.start_step, "T": self.T}
 
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
-        self.start_step = state["start_step"]
+        self.start_step, self.T = state["start_step"], state.get("T", self.T)
 
 
 def warmup_cosine(t: int, T: int, warmup: int, min_ratio: float = 0.1) -> float:
@@ -152,6 +156,25 @@ class WarmupCosine(LRSchedule):
         warmup_cosine(0, T, warmup, min_ratio)  # validates the arguments now rather than at the first step
         self.T, self.warmup, self.min_ratio = T, warmup, min_ratio
         super().__init__(lambda step: warmup_cosine(step, self.T, self.warmup, self.min_ratio))
+
+    def retarget(self, total: int) -> None:
+        """Lay the schedule over a run cut to ``total`` steps (:class:`~lmlib.training.callbacks.TimeBudget`)."""
+        self.T = max(total, self.warmup + 1)
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "T": self.T}
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        self.T = state.get("T", self.T)
+
+
+def scaled_lr(lr: float, batch_size: int, new_batch_size: int) -> float:
+    """The rate for ``new_batch_size`` when ``lr`` was right for ``batch_size``: lr · sqrt(B' / B), the square-root
+    scaling rule for Adam (Malladi et al. 2022, "On the SDEs and Scaling Rules for Adaptive Gradient Algorithms")."""
+    if batch_size < 1 or new_batch_size < 1:
+        raise ValueError(f"batch sizes must be positive, got {batch_size} and {new_batch_size}")
+    return lr * math.sqrt(new_batch_size / batch_size)
 
 
 def discriminative_lrs(eta_top: float, n_groups: int, factor: float = 2.6) -> list[float]:
