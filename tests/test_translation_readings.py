@@ -3,7 +3,12 @@ named as they came out."""
 
 import torch
 
-from lmlib.course.translation_readings import length_reading, offline_length_reading, pronoun_reading
+from lmlib.course.translation_readings import (
+    length_reading,
+    offline_length_reading,
+    pronoun_reading,
+    uniform_attention_why,
+)
 from lmlib.eval.metrics import corpus_bleu, corpus_chrf, scores_by_length
 
 REFS = [[["il", "est", "grand", "."]], [["elle", "est", "petite", "."]], [["je", "suis", "très", "fatigué", "ce", "soir", "."]],
@@ -65,3 +70,12 @@ def test_pronoun_reading_names_reversed_pronouns_and_gives_no_verdict_on_equal_m
     clear = [0.6, 0.5, 0.55, 0.65], [0.1, 0.1, 0.12, 0.08]
     text = pronoun_reading(_pair(("il", "elle"), clear, clear[::-1]), pairs, 20).data
     assert "towards the expected noun" in text and "beyond two standard errors." in text
+
+
+def test_uniform_attention_why_calls_a_drop_only_beyond_two_standard_errors():
+    trained = [40.0, 50.0, 60.0, 45.0, 55.0] * 8
+    assert "falls" in uniform_attention_why(trained, [t - 10 for t in trained], 45.0)
+    wobble = [t + (1 if k % 2 else -1) for k, t in enumerate(trained)]
+    text = uniform_attention_why(trained, wobble, 45.0)
+    assert "barely moves" in text and "within two standard errors" in text
+    assert "do better" in uniform_attention_why(trained, [t + 10 for t in trained], 45.0)

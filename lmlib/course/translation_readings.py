@@ -88,6 +88,27 @@ def length_reading(results: Mapping[str, Mapping], refs: Sequence[Sequence[Token
     return Markdown("\n".join(rows + ["", overall, "", shape]))
 
 
+def uniform_attention_why(attention_points: Sequence[float], uniform_points: Sequence[float],
+                           fixed_chrf: float) -> str:
+    """Notebook 04, exercise 4: what replacing the attention model's alignments by uniform weights did, from the two
+    runs' sentence chrF points (:func:`sentence_chrf_points`, the same sentences) and the fixed-context model's
+    chrF; the change is called one only beyond two standard errors of the paired differences."""
+    drop, se = _paired(attention_points, uniform_points)
+    trained, uniform = statistics.fmean(attention_points), statistics.fmean(uniform_points)
+    change = f"{trained:.1f} → {uniform:.1f}, {-drop:+.1f} ± {se:.1f} points over the same sentences"
+    if drop > 2 * se:
+        return ("the decoder was trained on contexts that point at the source words it is translating; with uniform "
+                "weights every step gets the same blurred average, a context it never saw in training, and chrF falls "
+                f"({change}), to {'below' if uniform < fixed_chrf else 'about'} the fixed-context model's "
+                f"{fixed_chrf:.1f}, a decoder trained to read one summary. What attention buys here is where it looks.")
+    if drop < -2 * se:
+        return (f"uniform weights do better than this run's alignments ({change}): the model has not yet learnt where "
+                "to look, and its alignments cost more than an average of the source.")
+    return (f"chrF barely moves ({change}, within two standard errors): this run's model has not yet learnt to rely on "
+            "where it looks, so an average of the source serves it as well; a model trained longer comes to depend "
+            "on its alignments.")
+
+
 def offline_length_reading(offline: Mapping[str, Mapping], live: Mapping[str, Mapping] | None = None) -> Markdown:
     """Notebook 04, section 4b: the committed by-length runs (``attention_by_length_<model>`` results, keyed by
     model), their training (steps, epochs seen), the share of the shortest bucket's score each keeps on the longest,
