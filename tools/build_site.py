@@ -346,6 +346,9 @@ def copy_assets(dest: Path) -> None:
 
 def build(out: Path = DEFAULT_OUT, notebooks_dir: Path = REPO / "notebooks", quiet: bool = False) -> Report:
     """Build the website into ``out`` (replaced); returns what was built."""
+    # nbformat's validator imports jsonschema, whose optional checker of the "iri" format (rfc3987_syntax) compiles
+    # 38 grammars at import, a second or more of the build, for a format the notebook schema never uses.
+    sys.modules.setdefault("rfc3987_syntax", None)
     from sphinx.application import Sphinx
 
     start = time.perf_counter()
