@@ -22,6 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .config_checks import check_positive_ints
+
 SUBSAMPLING_FORMULAS = ("word2vec", "paper")
 
 
@@ -43,9 +45,7 @@ class Word2VecConfig:
     seed: int = 0
 
     def __post_init__(self):
-        for name in ("vector_size", "window", "negative", "min_count", "epochs", "batch_size"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        check_positive_ints(self, ("vector_size", "window", "negative", "min_count", "epochs", "batch_size"))
         if not 0 <= self.sample < 1:
             raise ValueError(f"sample (the threshold t) must be in [0, 1), got {self.sample}")
         if not 0 < self.min_alpha <= self.alpha:
