@@ -54,25 +54,3 @@ def test_verifying_some_files_checks_those_and_refuses_one_the_report_does_not_l
         shipping.verify_shipped(tmp_path, rebuild="make toy", files=("toy.safetensors",))
     with pytest.raises(ValueError, match="records no sha256 for merges.txt"):
         shipping.verify_shipped(tmp_path, rebuild="make toy", files=("merges.txt",))
-
-
-def test_the_pretrain_command_passes_its_options_and_prints_the_report(capsys):
-    calls = []
-
-    def pretrain(out, steps):
-        calls.append((out, steps, torch.get_num_threads()))
-        return {"config": {"big": "omitted"}, "valid_nll": 1.5}
-
-    before = torch.get_num_threads()
-    try:
-        shipping.pretrain_command(["pretrain", "--out", "somewhere", "--steps", "3", "--threads", "1"], recipe="toy",
-                                  name="toy_imdb", trains="a toy", files="toy files", pretrain=pretrain,
-                                  default_steps=10)
-    finally:
-        torch.set_num_threads(before)
-    assert calls == [("somewhere", 3, 1)]
-    assert json.loads(capsys.readouterr().out) == {"valid_nll": 1.5}
-    with pytest.raises(SystemExit):
-        shipping.pretrain_command(["pretrain"], recipe="toy", name="toy_imdb", trains="a toy", files="toy files",
-                                  pretrain=pretrain, default_steps=10)
-    assert "--out" in capsys.readouterr().err  # argparse names the missing option

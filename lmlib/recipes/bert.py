@@ -61,7 +61,7 @@ from ..training.schedules import weight_decay_groups
 from ..training.trainer import BatchResult, Callback, Trainer, to_device
 from .finetuning import finetune_plan
 from .pretraining import PretrainRun, RunOptions, plan
-from .shipping import PRETRAINED_DIR, load_shipped, pretrain_command, round_to_fp16, save_shipped, verify_shipped
+from .shipping import PRETRAINED_DIR, load_shipped, round_to_fp16, save_shipped, verify_shipped
 
 NAME = "bert_imdb"
 CHECKPOINT_DIR = PRETRAINED_DIR / NAME
@@ -370,7 +370,7 @@ def load_tokenizer(directory: str | Path = CHECKPOINT_DIR) -> tuple[WordPiece, d
     """``(tokenizer, report)`` of the shipped IMDb BERT after checking the tokenizer's sha256 alone: what rebuilding
     the weights needs (the gpu preset keeps this WordPiece), even when they are missing or corrupt."""
     # a new WordPiece comes only with the one-core recipe, which trains the model as well
-    report = verify_shipped(directory, "python -m lmlib.recipes.bert pretrain", files=("tokenizer.json",))
+    report = verify_shipped(directory, "python -m lmlib pretrain bert --preset full", files=("tokenizer.json",))
     return WordPiece.load(Path(directory) / "tokenizer.json"), report
 
 
@@ -468,12 +468,3 @@ def predict(model: BertClassifier, inputs: Sequence[Sequence[int]], pad: int, ba
             check_inputs(model.bert, ids, seg, mask)
             preds.append(model(ids.to(device), seg.to(device), mask.to(device)).argmax(-1).cpu())
     return torch.cat(preds)
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    pretrain_command(argv, recipe="bert", name=NAME, trains="the WordPiece and the BERT",
-                     files="bert_imdb.safetensors, tokenizer.json and pretrain.json", pretrain=pretrain,
-                     default_steps=PRETRAIN_RECIPE["steps"])
-
-if __name__ == "__main__":
-    main()

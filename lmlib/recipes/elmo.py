@@ -51,7 +51,7 @@ from ..training.distributed import mean_over_ranks
 from ..training.schedules import WarmupCosine
 from ..training.trainer import Trainer
 from .pretraining import PretrainRun, RunOptions, loss_curve, plan
-from .shipping import PRETRAINED_DIR, load_shipped, pretrain_command, save_shipped
+from .shipping import PRETRAINED_DIR, load_shipped, save_shipped
 
 NAME = "elmo_imdb"
 CHECKPOINT_DIR = PRETRAINED_DIR / NAME
@@ -389,12 +389,3 @@ def probe_accuracy(probe: nn.Module, x: torch.Tensor | tuple[torch.Tensor, ...],
     with torch.no_grad(), eval_mode(probe):
         logits = probe(*x) if isinstance(x, tuple) else probe(x)
         return float((logits.argmax(-1) == y).float().mean())
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    pretrain_command(argv, recipe="elmo", name=NAME, trains="the biLM",
-                     files="elmo_imdb.safetensors, vocab.json and pretrain.json", pretrain=pretrain,
-                     default_steps=PRETRAIN_RECIPE["steps"])
-
-if __name__ == "__main__":
-    main()

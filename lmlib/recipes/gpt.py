@@ -36,7 +36,7 @@ from ..training.schedules import WarmupCosine, weight_decay_groups
 from ..training.trainer import Trainer, evaluate
 from .finetuning import finetune_plan
 from .pretraining import PretrainRun, RunOptions, plan
-from .shipping import PRETRAINED_DIR, load_shipped, pretrain_command, save_shipped, verify_shipped
+from .shipping import PRETRAINED_DIR, load_shipped, save_shipped, verify_shipped
 
 NAME = "gpt_imdb"
 CHECKPOINT_DIR = PRETRAINED_DIR / NAME
@@ -211,7 +211,7 @@ def load_tokenizer(directory: str | Path = CHECKPOINT_DIR) -> tuple[ByteLevelBPE
     """``(tokenizer, report)`` of the shipped IMDb GPT after checking the tokenizer's sha256 alone: what rebuilding
     the weights needs (the gpu preset keeps this BPE), even when they are missing or corrupt."""
     # a new tokenizer comes only with the one-core recipe, which trains the model as well
-    report = verify_shipped(directory, "python -m lmlib.recipes.gpt pretrain", files=("tokenizer.json",))
+    report = verify_shipped(directory, "python -m lmlib pretrain gpt --preset full", files=("tokenizer.json",))
     return ByteLevelBPE.load(Path(directory) / "tokenizer.json"), report
 
 
@@ -275,12 +275,3 @@ def classifier_accuracy(model: GPTClassifier, inputs: Sequence[Sequence[int]], l
     """The share of ``inputs`` classified as their label (on the device the model is on)."""
     device = next(model.parameters()).device
     return evaluate(model, gpt_finetune_loss(0.0), finetune_batches(inputs, labels, batch_size, pad), device).accuracy
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    pretrain_command(argv, recipe="gpt", name=NAME, trains="the byte-level BPE and the GPT",
-                     files="gpt_imdb.safetensors, tokenizer.json and pretrain.json", pretrain=pretrain,
-                     default_steps=PRETRAIN_RECIPE["steps"])
-
-if __name__ == "__main__":
-    main()

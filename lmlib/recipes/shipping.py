@@ -13,7 +13,6 @@ reads a byte of weights, so a corrupt or replaced file is refused with a message
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import tempfile
@@ -111,21 +110,3 @@ def load_shipped(directory: str | Path, name: str, rebuild: str) -> tuple[dict, 
         config = json.loads(fh.metadata()["config"])
         tensors = {k: fh.get_tensor(k).float() for k in fh.keys()}
     return config, tensors, report
-
-
-def pretrain_command(argv: Sequence[str] | None, *, recipe: str, name: str, trains: str, files: str,
-                     pretrain: Callable[[str, int | None], dict], default_steps: int) -> None:
-    """The command line every recipe module offers: ``python -m lmlib.recipes.<recipe> pretrain --out DIR
-    [--steps N] [--threads N]`` runs ``pretrain(out, steps)`` and prints the report without the config.
-    ``trains`` says what it trains, ``files`` what it writes."""
-    parser = argparse.ArgumentParser(prog=f"python -m lmlib.recipes.{recipe}",
-                                     description=f"Reproduce the checkpoint shipped in lmlib/pretrained/{name}.")
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("pretrain", help=f"train {trains} on IMDb's unlabelled reviews (seeded)")
-    p.add_argument("--out", required=True, help=f"folder for {files}")
-    p.add_argument("--steps", type=int, default=None, help=f"optimizer steps (default {default_steps})")
-    p.add_argument("--threads", type=int, default=1, help="torch threads (the shipped run used 1)")
-    args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    report = pretrain(args.out, args.steps)
-    print(json.dumps({k: v for k, v in report.items() if k != "config"}, indent=2))

@@ -19,7 +19,6 @@ Below them, the data of the labelled-examples experiment of notebook 07 (rt-pola
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import time
@@ -45,7 +44,7 @@ PRETRAINED_DIR = Path(__file__).resolve().parents[1] / "pretrained"
 NAME = "awd_lstm_ptb"
 CHECKPOINT_DIR = PRETRAINED_DIR
 
-# The checkpoint shipped in lmlib/pretrained/ (written by `python -m lmlib.recipes.ulmfit pretrain`).
+# The checkpoint shipped in lmlib/pretrained/ (written by `python -m lmlib pretrain awd-lstm --preset full`).
 PRETRAIN_CONFIG = dict(embed_size=200, hidden_size=256, num_layers=3,
                        embed_p=0.0, input_p=0.05, hidden_p=0.05, weight_p=0.05, output_p=0.05)
 PRETRAIN_RECIPE = dict(seed=0, batch_size=32, bptt=70, steps=3000, eta_max=4e-3, cut_frac=0.1, ratio=32.0,
@@ -154,7 +153,7 @@ def load_pretrained(directory: str | Path = PRETRAINED_DIR, verify: bool = True,
 
     directory = Path(directory)
     report = json.loads((directory / "pretrain.json").read_text())
-    rebuild = report.get("rebuild", "python -m lmlib.recipes.ulmfit pretrain")
+    rebuild = report.get("rebuild", "python -m lmlib pretrain awd-lstm --preset full")
     for name, expected in report["sha256"].items():
         path = directory / name
         if not path.is_file():
@@ -472,24 +471,3 @@ def sample_balanced(texts: Sequence, labels: Sequence[int], n: int, seed: int = 
         picked += [idx[i] for i in torch.randperm(len(idx), generator=g)[:want].tolist()]
     picked = [picked[i] for i in torch.randperm(len(picked), generator=g).tolist()]
     return [texts[i] for i in picked], [labels[i] for i in picked]
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m lmlib.recipes.ulmfit")
-    sub = parser.add_subparsers(dest="command", required=True)
-    for command, help_text in (("pretrain", "stage (a): pretrain the AWD-LSTM LM on PTB (seeded)"),
-                               ("finetune-imdb", "stage (b): fine-tune the PTB LM on IMDb's unlabelled reviews (seeded)")):
-        p = sub.add_parser(command, help=help_text)
-        p.add_argument("--out", required=True)
-        p.add_argument("--steps", type=int, default=None)
-        p.add_argument("--threads", type=int, default=1)
-    args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    if args.command == "pretrain":
-        print(json.dumps(pretrain(args.out, args.steps), indent=2))
-    elif args.command == "finetune-imdb":
-        print(json.dumps(finetune_imdb(args.out, args.steps), indent=2))
-
-
-if __name__ == "__main__":
-    main()
