@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-
 REPO = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("diagrams", REPO / "tools" / "diagrams.py")
 diagrams = importlib.util.module_from_spec(_spec)
