@@ -50,6 +50,7 @@ DEFAULT_OUT = REPO / "_site"
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE_MIME = "application/vnd.jupyter.widget-state+json"
+LIVE = 'disabled title="runs live in JupyterLab or on Binder"'   # every control of a stored widget view
 BADGE = re.compile(r"\((https://mybinder\.org/v2/gh/([^/\s]+)/([^/\s]+)/([^?\s]+))\?urlpath=lab/tree/[^)\s]+\)")
 
 
@@ -180,6 +181,8 @@ class Converter:
         if not top:
             return inner
         self.widgets += 1
+        if LIVE not in inner:   # no control, e.g. a progress bar: shown as it ended, without a note
+            return f'<div class="lmlib-widget lmlib-widget-static" data-model-id="{html.escape(model_id)}">{inner}</div>'
         note = ('<p class="lmlib-widget-note">An interactive view, shown as the run left it: its controls work when '
                 f'the notebook runs, in JupyterLab or on <a href="{html.escape(self.launch)}">Binder</a>.</p>')
         return f'<div class="lmlib-widget" data-model-id="{html.escape(model_id)}">\n{note}\n{inner}\n</div>'
@@ -195,7 +198,7 @@ class Converter:
         style = ' style="display:none"' if hidden else ""
         desc = s.get("description") or ""
         label = f'<label class="lmlib-w-label">{html.escape(desc)}</label>' if desc else ""
-        disabled = 'disabled title="runs live in JupyterLab or on Binder"'
+        disabled = LIVE
 
         def children() -> str:
             return "\n".join(self._widget(ref.removeprefix("IPY_MODEL_"), depth + 1)
@@ -229,7 +232,7 @@ class Converter:
                     f'<output>{html.escape(readout)}</output></div>')
         if name in ("IntRangeSliderModel", "FloatRangeSliderModel"):
             value = s.get("value") or [0, 0]
-            return (f'<div class="lmlib-w-control"{style}>{label}<output>{html.escape(str(value[0]))} – '
+            return (f'<div class="lmlib-w-control"{style}>{label}<output {disabled}>{html.escape(str(value[0]))} – '
                     f'{html.escape(str(value[-1]))}</output></div>')
         if name in ("DropdownModel", "SelectModel", "RadioButtonsModel", "ToggleButtonsModel"):
             index = s.get("index")
@@ -243,8 +246,9 @@ class Converter:
             if name == "TextareaModel":
                 field_html = f'<textarea placeholder="{placeholder}" {disabled}>{html.escape(value)}</textarea>'
             else:
+                width = max(len(value), len(str(s.get("placeholder") or "")), 12) + 2   # the whole value shows
                 field_html = (f'<input type="text" value="{html.escape(value, quote=True)}" '
-                              f'placeholder="{placeholder}" {disabled}>')
+                              f'placeholder="{placeholder}" style="width: min(100%, {width}ch)" {disabled}>')
             return f'<div class="lmlib-w-control"{style}>{label}{field_html}</div>'
         if name in ("CheckboxModel", "ToggleButtonModel"):
             checked = " checked" if s.get("value") else ""
