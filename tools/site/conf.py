@@ -22,7 +22,6 @@ nb_render_markdown_format = "myst"   # text/markdown outputs may hold $math$
 nb_ipywidgets_js = {}
 myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence"]
 myst_heading_anchors = 3
-suppress_warnings = ["myst.header", "mystnb.unknown_mime_type"]
 
 # MathJax 3 from the built folder (copied from the django-static-mathjax wheel by the build), SVG output: no web
 # fonts to fetch, so the math draws the same from a server or from disk.
