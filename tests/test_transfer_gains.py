@@ -32,6 +32,7 @@ def points():
 def test_every_checkpoint_measured_is_a_point(points):
     seen = {(p["model"], p["budget"]) for p in points}
     assert seen == {(m, b) for m in ("GPT", "BERT", "ELMo", "ULMFiT") for b in ("CPU", "GPU")}
+    assert {(p["model"], p["budget"]) for p in points if p["kind"] == "frozen"} >= {("ELMo", "CPU"), ("ELMo", "GPU")}
     tokens = {(p["model"], p["budget"]): p["tokens"] for p in points}
     assert tokens[("GPT", "GPU")] == results.load("gpu_transfer_gpt")["checkpoint"]["tokens_seen"]
     assert tokens[("GPT", "CPU")] == results.load("gpt_finetune_short_pretraining")["checkpoint_report"]["tokens_seen"]
@@ -137,3 +138,43 @@ def test_table_has_a_row_per_point(points):
     html = gains_table(points).data if hasattr(gains_table(points), "data") else str(gains_table(points))
     assert html.count("<tr") == len(points) + 1
     assert transfer_gains.CHANCE < 0.6
+
+
+def test_the_shipped_elmo_probe_is_best_layer_minus_random_best(points):
+    data = results.load("elmo_sentiment_128")
+    (ckpt,) = data["checkpoints"]
+    layers = [r for r in ckpt["summary"] if r["n_labels"] == 1000 and str(r["feature"]).isdigit()]
+    best = {i: max(r["mean"] for r in layers if r["init"] == i) for i in ("pretrained", "random")}
+    cpu = _pick(points, "ELMo", "CPU", "frozen")
+    assert cpu["gain"] == pytest.approx(best["pretrained"] - best["random"]) and cpu["tokens"] == ckpt["tokens_seen"]
+    bow = next(r for r in data["bow"]["elmo"]["summary"] if r["n_labels"] == 1000)
+    assert cpu["bow_gap"] == pytest.approx(bow["mean"] - best["random"])
+
+
+def _wrong_elmo_probe(data):
+    data["checkpoints"][0]["sha256"]["elmo_imdb.safetensors"] = "0" * 64
+    return data
+
+
+def _ulmfit_probe(data):
+    data["checkpoints"][0]["kind"] = "ulmfit"
+    return data
+
+
+def test_a_probe_of_another_checkpoint_or_model_is_refused(monkeypatch):
+    with monkeypatch.context() as m:
+        _swap(m, "elmo_sentiment_128", _wrong_elmo_probe)
+        with pytest.raises(RuntimeError, match="another checkpoint"):
+            gains(1000)
+    _swap(monkeypatch, "elmo_sentiment_128", _ulmfit_probe)
+    with pytest.raises(RuntimeError, match="ulmfit"):
+        gains(1000)
+
+
+def test_probe_table_has_every_feature_of_both_inits_and_the_bag_of_words():
+    data = results.load("elmo_sentiment_128")
+    html = transfer_gains.probe_table("ELMo")
+    html = getattr(html, "data", str(html))
+    features = {r["feature"] for r in data["checkpoints"][0]["summary"]}
+    assert html.count("<tr") == 1 + 2 * len(features) + 1
+    assert "bag of words" in html and "random init" in html

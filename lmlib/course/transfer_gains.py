@@ -218,6 +218,44 @@ def _elmo_cpu(n_labels: int) -> list[dict]:
                    "bow_elmo_transfer")]
 
 
+MILESTONE_PROBES = {"ELMo": "elmo_sentiment_128"}  # frozen-feature probes of saved LMs (bench_transfer_milestones.py)
+
+
+def _milestone_probes(model: str, n_labels: int) -> list[dict]:
+    """Each checkpoint of ``MILESTONE_PROBES[model]``: the best single layer of the pretrained LM minus the best
+    single layer of the same architecture at random init, both probed on the same reviews' head and tail, with the
+    bag of words on the same words. A shipped checkpoint's sha256 must be the shipped one's."""
+    name = MILESTONE_PROBES[model]
+    try:
+        data = results.load(name)
+    except FileNotFoundError:
+        return []
+    points = []
+    for ckpt in data["checkpoints"]:
+        if ckpt.get("kind") != model.lower():
+            raise RuntimeError(f"{name}.json holds a {ckpt.get('kind')!r} checkpoint, not {model.lower()!r}")
+        folder = Path(ckpt["folder"])
+        if folder.parent.name == "pretrained":
+            shipped = _shipped(folder.name)["sha256"]
+            weights = f"{folder.name}.safetensors"
+            _refuse(name, ckpt["sha256"].get(weights), shipped[weights], f"the shipped lmlib/pretrained/{folder.name}")
+        layers = [r for r in ckpt["summary"] if r["n_labels"] == n_labels and str(r["feature"]).isdigit()]
+        if not layers:
+            continue
+        best = {init: max((r for r in layers if r["init"] == init), key=lambda r: r["mean"])
+                for init in ("pretrained", "random")}
+        bow = next((r for r in data.get("bow", {}).get(model.lower(), {}).get("summary", [])
+                    if r["n_labels"] == n_labels), None)
+        budget = "GPU" if "cuda" in str(ckpt.get("device") or "") else "CPU"
+        test = data["settings"]["test_reviews"]
+        points.append(_point(model, budget, ckpt["tokens_seen"], "frozen", n_labels, _mean_se(best["pretrained"]),
+                             _mean_se(best["random"]), f"best frozen layer (layer {best['pretrained']['feature']}) − "
+                             f"random init's best (layer {best['random']['feature']}), first and last "
+                             f"{data['settings']['max_tokens'] // 2} words", name, test,
+                             None if bow is None else _mean_se(bow), name if bow else None))
+    return points
+
+
 def transfer_gains(n_labels: int = 1000) -> list[dict]:
     """Every transfer gain measured with ``n_labels`` labelled reviews, from every checkpoint measured, fewest
     tokens first within each model. A point: ``model``, ``budget`` (``"CPU"``: the checkpoint first shipped,
@@ -235,7 +273,7 @@ def transfer_gains(n_labels: int = 1000) -> list[dict]:
               + _bert_features_short(n_labels)
               + _finetuned("BERT", "bert_finetune", "bert", "imdb", n_labels)
               + _gpu_transfer("BERT", n_labels)
-              + _elmo_cpu(n_labels) + _gpu_transfer("ELMo", n_labels)
+              + _elmo_cpu(n_labels) + _milestone_probes("ELMo", n_labels) + _gpu_transfer("ELMo", n_labels)
               + _ulmfit_cpu(n_labels) + _gpu_transfer("ULMFiT", n_labels))
     points = [p for p in points if p["baseline"] > CHANCE]
     return sorted(points, key=lambda p: (MODELS.index(p["model"]), p["kind"], p["tokens"]))
@@ -314,3 +352,37 @@ def gains_figure(points: list[dict]):
                             "CPU checkpoint, filled: the long GPU run; dashed: the bag of words on the same text)",
                       title_font_size=13, legend_title_text="model")
     return fig
+
+
+def probe_table(model: str = "ELMo"):
+    """The frozen-feature probes of ``MILESTONE_PROBES[model]`` as an HTML table: each probed feature of each
+    checkpoint, pretrained beside the same architecture at random init, and the bag of words on the same words,
+    mean ± standard error over seeds at each label count."""
+    from .tables import html_table
+
+    name = MILESTONE_PROBES[model]
+    data = results.load(name)
+    sizes = data["settings"]["sizes"]
+
+    def cell(rows, n):
+        r = next((r for r in rows if r["n_labels"] == n), None)
+        return "" if r is None else f"{r['mean']:.3f} ± {r['se']:.3f}"
+
+    out = []
+    for ckpt in data["checkpoints"]:
+        tokens = _tokens(ckpt["tokens_seen"])
+        for feature in dict.fromkeys(r["feature"] for r in ckpt["summary"]):
+            label = {"all": "all layers concatenated", "best": "the layer cross-validation picks"}.get(
+                str(feature), f"layer {feature}")
+            for init in ("pretrained", "random"):
+                rows = [r for r in ckpt["summary"] if r["feature"] == feature and r["init"] == init]
+                who = f"{model} ({tokens} tokens)" if init == "pretrained" else f"{model} at random init"
+                out.append([who, label, *(cell(rows, n) for n in sizes)])
+    bow = data.get("bow", {}).get(model.lower(), {}).get("summary", [])
+    if bow:
+        out.append(["bag of words (TF-IDF, logistic regression)", "the same words", *(cell(bow, n) for n in sizes)])
+    return html_table(["features of", "feature", *(f"{n:,} labels" for n in sizes)], out,
+                      numeric=[False, False, *([True] * len(sizes))],
+                      caption=f"{model}: frozen features of the first and last {data['settings']['max_tokens'] // 2} "
+                              f"words of {data['settings']['test_reviews']:,} IMDb test reviews under a linear probe "
+                              f"(mean ± standard error over {len(data['settings']['seeds'])} label samples; {name}.json)")
