@@ -134,55 +134,64 @@ class Svg:
 # -- 04: Bahdanau attention -------------------------------------------------------------------------------------
 
 def attention_encoder_decoder() -> Svg:
-    s = Svg(780, 410, "Encoder-decoder with Bahdanau attention: a bidirectional GRU encoder's annotations h_j, "
-                      "weights alpha_ij from the alignment model, context c_i, decoder state s_i")
+    s = Svg(780, 480, "Encoder-decoder with Bahdanau attention: a bidirectional GRU encoder's annotations h_j, "
+                      "weights alpha_ij from the alignment model, context c_i, decoder state s_i, and the readout "
+                      "t_i from s_i, y_(i-1) and c_i that gives p(y_i | y_<i, x)")
+    top = 70  # room above the decoder for the readout
     cols, labels = [70, 170, 270, 430], ["1", "2", "3", "S"]
     weights = [1.2, 5.0, 2.5, 1.0]
-    hub = (245, 150)
+    hub = (245, 150 + top)
     for cx, j, w in zip(cols, labels, weights):
-        s.text(cx, 375, f"x_{{{j}}}", size=15)
-        s.line(cx, 360, cx, 327)
-        s.box(cx - 36, 295, 72, 30, f"←h_{{{j}}}", GREEN)
-        s.box(cx - 36, 250, 72, 30, f"→h_{{{j}}}", BLUE)
-        s.line(cx, 250, hub[0] + (cx - hub[0]) * 0.13, hub[1] + 14, RED, width=w, arrow=False)
-        lx, ly = cx + (hub[0] - cx) * 0.3, 250 + (hub[1] - 250) * 0.3
+        s.text(cx, 375 + top, f"x_{{{j}}}", size=15)
+        s.line(cx, 360 + top, cx, 327 + top)
+        s.box(cx - 36, 295 + top, 72, 30, f"←h_{{{j}}}", GREEN)
+        s.box(cx - 36, 250 + top, 72, 30, f"→h_{{{j}}}", BLUE)
+        s.line(cx, 250 + top, hub[0] + (cx - hub[0]) * 0.13, hub[1] + 14, RED, width=w, arrow=False)
+        lx, ly = cx + (hub[0] - cx) * 0.3, 250 + top + (hub[1] - 250 - top) * 0.3
         s.text(lx + (-24 if cx < hub[0] else 26), ly + 4, f"α_{{i{j}}}" if j != "S" else "α_{iS}", size=13,
                colour=RED)
-    s.text(350, 290, "…", size=18)
+    s.text(350, 290 + top, "…", size=18)
     for a, b in zip(cols[:-1], cols[1:]):
         if b - a < 120:
-            s.line(a + 36, 265, b - 37, 265, BLUE)
-            s.line(b - 36, 310, a + 37, 310, GREEN)
-    s.line(306, 265, 330, 265, BLUE, arrow=False)
-    s.line(370, 265, 393, 265, BLUE)
-    s.line(393, 310, 370, 310, GREEN, arrow=False)
-    s.line(330, 310, 307, 310, GREEN)
-    s.text(478, 262, "annotations h_{j} = [→h_{j}; ←h_{j}]", anchor="start")
-    s.text(478, 282, "bidirectional GRU encoder", anchor="start", size=12, colour=GREY)
+            s.line(a + 36, 265 + top, b - 37, 265 + top, BLUE)
+            s.line(b - 36, 310 + top, a + 37, 310 + top, GREEN)
+    s.line(306, 265 + top, 330, 265 + top, BLUE, arrow=False)
+    s.line(370, 265 + top, 393, 265 + top, BLUE)
+    s.line(393, 310 + top, 370, 310 + top, GREEN, arrow=False)
+    s.line(330, 310 + top, 307, 310 + top, GREEN)
+    s.text(478, 262 + top, "annotations h_{j} = [→h_{j}; ←h_{j}]", anchor="start")
+    s.text(478, 282 + top, "bidirectional GRU encoder", anchor="start", size=12, colour=GREY)
     s.circle(*hub, 14, fill=tint(RED, 0.25), stroke=RED)
     s.text(hub[0], hub[1] + 5, "Σ", size=15)
-    s.text(hub[0] - 22, 128, "c_{i} = Σ_{j} α_{ij} h_{j}", anchor="end")
-    # decoder
-    s.box(320, 50, 80, 36, "s_{i−1}", PURPLE, size=14)
-    s.box(470, 50, 80, 36, "s_{i}", PURPLE, size=14)
-    s.line(400, 68, 469, 68, PURPLE)
-    s.text(292, 72, "…", size=16)
-    s.line(hub[0] + 10, hub[1] - 10, 478, 87, RED, width=1.6)
-    s.text(640, 73, "y_{i−1}", anchor="start", size=14)
-    s.line(636, 68, 551, 68)
-    s.line(510, 50, 510, 30)
-    s.text(510, 22, "p(y_{i} | y_{<i}, x)", size=13)
-    s.text(560, 40, "GRU decoder", anchor="start", size=12, colour=GREY)
+    s.text(hub[0] - 22, 128 + top, "c_{i} = Σ_{j} α_{ij} h_{j}", anchor="end")
+    # decoder: s_i = f(s_{i-1}, y_{i-1}, c_i)
+    s.box(320, 50 + top, 80, 36, "s_{i−1}", PURPLE, size=14)
+    s.box(470, 50 + top, 80, 36, "s_{i}", PURPLE, size=14)
+    s.line(400, 68 + top, 469, 68 + top, PURPLE)
+    s.text(292, 72 + top, "…", size=16)
+    s.line(hub[0] + 10, hub[1] - 10, 478, 87 + top, RED, width=1.6)
+    s.text(664, 73 + top, "y_{i−1}", anchor="start", size=14)
+    s.line(660, 68 + top, 551, 68 + top)
+    s.text(560, 40 + top, "GRU decoder", anchor="start", size=12, colour=GREY)
+    # readout: t_i from s_i, E y_{i-1} and c_i, as lmlib.models.seq2seq computes it
+    s.box(400, 34, 250, 40, "", CYAN, size=12, lines=["readout t_{i} = tanh(W_{t} [s_{i}; E y_{i−1}; c_{i}])",
+                                                        "p(y_{i} | y_{<i}, x) = softmax(W_{o} t_{i})"])
+    s.line(510, 50 + top, 510, 75)
+    s.path(f"M690,{55 + top} L690,54 L651,54", INK, 1.3)
+    s.path(f"M{hub[0] - 10:g},{hub[1] - 10:g} L{hub[0] - 10:g},54 L399,54", RED, 1.6)
+    s.text(hub[0] - 4, 48, "c_{i}", anchor="start", size=13, colour=RED)
+    s.line(525, 34, 525, 14)
+    s.text(532, 16, "y_{i}", anchor="start", size=14)
     # alignment model
-    s.box(305, 160, 190, 34, "α_{i} = softmax_{j} a(s_{i−1}, h_{j})", RED, size=12, amount=0.12)
-    s.line(360, 87, 360, 159, PURPLE, dash="4 3")
-    s.text(366, 128, "query s_{i−1}", anchor="start", size=12, colour=PURPLE)
-    s.line(304, 177, 286, 177, RED)
+    s.box(305, 160 + top, 190, 34, "α_{i} = softmax_{j} a(s_{i−1}, h_{j})", RED, size=12, amount=0.12)
+    s.line(360, 87 + top, 360, 159 + top, PURPLE, dash="4 3")
+    s.text(366, 128 + top, "query s_{i−1}", anchor="start", size=12, colour=PURPLE)
+    s.line(304, 177 + top, 286, 177 + top, RED)
     for i, eq in enumerate(["e_{ij} = v_{a}^{⊤} tanh(W_{a} s_{i−1} + U_{a} h_{j})",
                             "α_{ij} = exp(e_{ij}) / Σ_{k} exp(e_{ik})",
                             "s_{i} = f(s_{i−1}, y_{i−1}, c_{i})"]):
-        s.text(520, 150 + 22 * i, eq, anchor="start", size=13)
-    s.text(390, 400, "Without attention, every step reads the same C = [→h_{S}; ←h_{1}]: the bottleneck.",
+        s.text(520, 150 + top + 22 * i, eq, anchor="start", size=13)
+    s.text(390, 400 + top, "Without attention, every step reads the same C = [→h_{S}; ←h_{1}]: the bottleneck.",
            size=12, colour=GREY)
     return s
 
@@ -261,6 +270,52 @@ def transformer_layers() -> Svg:
                     "post-norm as in the paper and lmlib's",
                     "default (norm_first=False); pre-norm",
                     "computes x + Sublayer(LayerNorm(x))."], step=17, size=12)
+    return s
+
+
+# -- 05: multi-head attention, Q, K, V and the split into heads ----------------------------------------------------
+
+def multihead_qkv() -> Svg:
+    s = Svg(820, 560, "Multi-head self-attention (Vaswani et al. 2017, section 3.2.2): X is projected by W^Q_i, W^K_i, "
+                      "W^V_i into h heads of d_k = d_model / h columns; each head attends on its own; Concat of the "
+                      "heads times W^O gives MultiHead(X)")
+    stripes = [("1", 0), ("2", 1), ("…", 2), ("h", 3)]  # 4 stripes drawn for h heads
+    sw = 55  # stripe width: d_k columns
+    projections = [("Q", 50, RED), ("K", 300, BLUE), ("V", 550, GREEN)]
+    # the input
+    s.box(300, 492, 220, 32, "X   (n × d_{model})", GREY, size=13, amount=0.15)
+    s.text(410, 545, "self-attention: queries, keys and values are all projections of the same X", size=11.5,
+           colour=GREY)
+    for name, x0, colour in projections:
+        s.path(f"M410,492 L410,482 L{x0 + 110:g},482 L{x0 + 110:g},447", colour, 1.3)
+        s.text(x0 + 117, 468, f"× W^{{{name}}} = [W^{{{name}}}_{{1}} … W^{{{name}}}_{{h}}]", anchor="start", size=11.5,
+               colour=colour)
+        s.rect(x0, 405, 220, 40, fill=tint(colour, 0.15), stroke=colour)
+        for label, k in stripes:
+            x = x0 + k * sw
+            if k:
+                s.line(x, 405, x, 445, colour, width=0.8, arrow=False, dash="3 2")
+            s.text(x + sw / 2, 430, f"XW^{{{name}}}_{{{label}}}" if label != "…" else "…", size=12)
+        s.text(x0 + 110, 397, f"{name} = XW^{{{name}}}   (n × d_{{model}})", size=12, colour=colour, bold=True)
+    # each head takes its own block of each projection
+    for head, k, hx in (("1", 0, 40), ("2", 1, 300), ("h", 3, 560)):
+        for name, x0, colour in projections:
+            s.line(x0 + k * sw + sw / 2, 405, hx + 110 + {"Q": -60, "K": 0, "V": 60}[name], 331, colour, width=1.1)
+        s.box(hx, 282, 220, 48, "", PURPLE, size=12, lines=[
+            f"head_{{{head}}} = Attention(Q_{{{head}}}, K_{{{head}}}, V_{{{head}}})",
+            f"softmax(Q_{{{head}}}K_{{{head}}}^{{⊤}} / √d_{{k}}) V_{{{head}}}:  n × d_{{k}}"])
+        s.line(hx + 110, 282, 410 + (hx - 300) * 0.45, 231, PURPLE)
+    s.text(540, 310, "…", size=18)
+    # concat and the output projection
+    s.box(210, 196, 400, 34, "Concat(head_{1}, …, head_{h})   n × h·d_{k} = n × d_{model}", ORANGE, size=12.5)
+    s.line(410, 196, 410, 167)
+    s.box(300, 132, 220, 34, "× W^{O}   (d_{model} × d_{model})", CYAN, size=12.5)
+    s.line(410, 132, 410, 103)
+    s.text(410, 90, "MultiHead(X) = Concat(head_{1}, …, head_{h}) W^{O}   (n × d_{model})", size=13, bold=True)
+    s.note(18, 30, ["Q_{i} = XW^{Q}_{i}, K_{i} = XW^{K}_{i}, V_{i} = XW^{V}_{i}: each W_{i} is d_{model} × d_{k},",
+                    "d_{k} = d_{v} = d_{model} / h: h heads cost about one head of full width."], step=18, size=12)
+    s.note(500, 30, ["lmlib: the h projections sit side by side in one", "Linear; a reshape splits (batch, n, d_{model})",
+                     "into (batch, h, n, d_{k})."], step=17, size=12)
     return s
 
 
@@ -775,6 +830,7 @@ def bert_finetuning() -> Svg:
 DIAGRAMS = {
     "attention_encoder_decoder.svg": attention_encoder_decoder,
     "transformer_layers.svg": transformer_layers,
+    "multihead_qkv.svg": multihead_qkv,
     "awd_lstm_dropouts.svg": awd_lstm_dropouts,
     "ulmfit_stages.svg": ulmfit_stages,
     "elmo_bilm.svg": elmo_bilm,
