@@ -52,9 +52,9 @@ RUNS = [("ulmfit", 1000, 0, 0.01, 5, 1), ("ulmfit", 1000, 0, 0.03, 10, 1),
         ("ulmfit", 100, 0, 0.01, 5, 1), ("ulmfit", 100, 0, 0.03, 5, 1), ("ulmfit", 100, 0, 0.03, 10, 1),
         ("ulmfit", 100, 0, 0.01, 10, 1), ("ulmfit", 1000, 0, 0.03, 5, 2), ("ulmfit_flat", 1000, 0, 0.01, 10, 1),
         ("ulmfit", 100, 0, 0.03, 5, 2), ("ulmfit_flat", 100, 0, 0.003, 5, 1), ("ulmfit_flat", 100, 0, 0.01, 5, 1),
-        ("ulmfit_flat", 100, 0, 0.01, 10, 1), ("ulmfit", 1000, 0, 0.01, 10, 1), ("ulmfit", 1000, 0, 0.01, 5, 2),
-        ("ulmfit", 100, 1, 0.01, 5, 1), ("ulmfit", 100, 1, 0.03, 5, 1), ("ulmfit", 100, 1, 0.03, 10, 1),
-        ("ulmfit", 100, 1, 0.01, 10, 1), ("ulmfit", 1000, 0, 0.03, 15, 1), ("ulmfit_flat", 1000, 0, 0.01, 15, 1)]
+        ("ulmfit_flat", 100, 0, 0.01, 10, 1), ("ulmfit", 1000, 0, 0.01, 10, 1), ("ulmfit", 1000, 0, 0.03, 15, 1),
+        ("ulmfit_flat", 1000, 0, 0.01, 15, 1), ("ulmfit", 100, 1, 0.01, 5, 1), ("ulmfit", 100, 1, 0.03, 5, 1),
+        ("ulmfit", 100, 1, 0.03, 10, 1), ("ulmfit", 100, 1, 0.01, 10, 1), ("ulmfit", 1000, 0, 0.01, 5, 2)]
 # today's schedule at 1,000 labels, seed 0, was swept by gpu_transfer.py on the same split, samples, checkpoint and code
 # (its dev rows); they are copied, marked "from", once the row this script runs again (η = 0.01) gives the same number
 COPIED = "gpu_transfer_ulmfit.json"
