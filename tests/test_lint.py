@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-CHECKED = ["lmlib", "tests", "notebooks"]
+CHECKED = ["lmlib", "tests", "notebooks", "tools"]
 
 
 def ruff(*args: str) -> subprocess.CompletedProcess:

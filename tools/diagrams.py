@@ -481,17 +481,17 @@ def elmo_bilm() -> Svg:
         s.line(cx, rows[2], cx, y_soft + 27)
     names = list(cols)
     for a, b in zip(names, names[1:]):     # forward: left to right; backward: right to left
-        for j, y in rows.items():
+        for y in rows.values():
             s.line(cols[a] + w / 2, y + 12, cols[b] - w / 2 - 1, y + 12, fwd)
             s.line(cols[b] - w / 2, y + 40, cols[a] + w / 2 + 1, y + 40, bwd)
-    for j, y in rows.items():              # the backward LSTM at k has read t_N … t_(k+1)
+    for y in rows.values():              # the backward LSTM at k has read t_N … t_(k+1)
         s.line(cols["k"] + w / 2 + 34, y + 40, cols["k"] + w / 2 + 1, y + 40, bwd, dash="3 2")
     s.text(cols["k"] + w / 2 + 36, rows[1] + 68, "← from t_{N} … t_{k+1}", anchor="start", size=10.5, colour=GREEN)
     s.text(cols["k−2"] - w / 2, rows[1] + 68, "t_{1} … →", anchor="start", size=10.5, colour=BLUE)
     # h_{k,j}: the concatenated state of each layer at token k, and the token layer [x_k; x_k]
     xk = cols["k"] - w / 2 - 5
     taps = {2: (rows[2] - 4, 60), 1: (rows[1] - 4, 60), 0: (y_tok - 4, 38)}
-    for j, (y, h) in taps.items():
+    for y, h in taps.values():
         s.rect(xk, y, w + 10, h, stroke=RED, rx=6, width=1.6, dash="5 3")
     mx, sx, sy = 640, 782, 214
     for j, (y, h) in taps.items():
