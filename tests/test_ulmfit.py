@@ -190,7 +190,7 @@ def test_shipped_checkpoint_was_made_by_the_recipe_in_the_code_and_its_readme_te
 
     report = json.loads((PRETRAINED_DIR / "pretrain.json").read_text())
     recipe = {k: tuple(v) if isinstance(v, list) else v for k, v in report["recipe"].items()}
-    assert recipe == PRETRAIN_RECIPE, "the checkpoint was trained with another recipe: rerun `python -m lmlib.recipes.ulmfit pretrain`"
+    assert recipe == PRETRAIN_RECIPE, "the checkpoint was trained with another recipe: rerun `python -m lmlib pretrain awd-lstm --preset full`"
     assert {k: report["config"][k] for k in PRETRAIN_CONFIG} == PRETRAIN_CONFIG
     readme = (PRETRAINED_DIR / "README.md").read_text()
     for sha in report["sha256"].values():
@@ -374,7 +374,7 @@ def test_stage_b_checkpoint_is_small_fp16_verified_and_made_by_the_recipe_in_the
     assert weights.stat().st_size <= 10 * 1024 * 1024
     for name, recorded in report["sha256"].items():
         assert hashlib.sha256((IMDB_DIR / name).read_bytes()).hexdigest() == recorded, name
-    assert report["recipe"] == json.loads(json.dumps(IMDB_RECIPE)), "rerun `python -m lmlib.recipes.ulmfit finetune-imdb`"
+    assert report["recipe"] == json.loads(json.dumps(IMDB_RECIPE)), "rerun `python -m lmlib pretrain ulmfit-imdb --preset full`"
     assert report["stage_a"]["sha256"] == json.loads((PRETRAINED_DIR / "pretrain.json").read_text())["sha256"]["awd_lstm_ptb.safetensors"]
     assert report["tokens_seen"] == IMDB_RECIPE["steps"] * IMDB_RECIPE["batch_size"] * IMDB_RECIPE["bptt"]
     lm, vocab = load_pretrained(IMDB_DIR)

@@ -217,7 +217,7 @@ def load_tokenizer(directory: str | Path = CHECKPOINT_DIR) -> tuple[ByteLevelBPE
 
 def shakespeare_chars(valid_frac: float = 0.1) -> tuple[list[str], torch.Tensor, torch.Tensor]:
     """Tiny Shakespeare as character ids: ``(itos, train, valid)``, the first 90% for training and the last 10%
-    held out (the split of the committed character-GPT run in tests/benchmarks/results/gpt.json)."""
+    held out (the split of the committed character-GPT run in lmlib/results/gpt.json)."""
     from ..data import load_tiny_shakespeare
 
     if not 0 < valid_frac < 1:

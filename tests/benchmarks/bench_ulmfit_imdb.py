@@ -2,7 +2,7 @@
 labelled reviews, for ULMFiT and for the same classifier trained from scratch, and the paper's ablations.
 
 Stage (a) is the shipped PTB AWD-LSTM (lmlib/pretrained/), stage (b) the same LM fine-tuned on IMDb's unlabelled
-and training reviews (lmlib/pretrained/ulmfit_imdb/, ``python -m lmlib.recipes.ulmfit finetune-imdb``). Stage (c)
+and training reviews (lmlib/pretrained/ulmfit_imdb/, ``python -m lmlib pretrain ulmfit-imdb --preset full``). Stage (c)
 trains the classifier on a balanced sample of 100 / 500 / 1,000 / 5,000 training reviews or on all 25,000, and
 tests it on one fixed balanced sample of 2,500 test reviews (one standard error of an accuracy is at most 1 point).
 

@@ -76,13 +76,10 @@ def free_port() -> int:
 
 
 def prepare_root(tmp: Path) -> Path:
-    """A copy of what the notebooks read: notebooks/ and tests/benchmarks/results/ (they open ../tests/...)."""
+    """A copy of the notebooks and their figures (the committed results they read come with lmlib)."""
     root = tmp / "root"
     shutil.copytree(REPO / "notebooks", root / "notebooks",
                     ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
-    results = REPO / "tests" / "benchmarks" / "results"
-    if results.is_dir():
-        shutil.copytree(results, root / "tests" / "benchmarks" / "results")
     return root
 
 
