@@ -10,13 +10,13 @@ staged GPU stage (b) LM (``gpu_pretraining/ulmfit_imdb``) at 100 and 1,000 label
 
 Each setting is trained on the balanced sample of ``sample_balanced(train, n, seed)`` (the samples of every
 transfer benchmark) and scored on ``common.dev_split``: 1,000 training reviews that none of the 1,000-label
-samples of seeds 0-2 contains (the split of gpu_transfer.py's rate sweep). Reviews are cut to 128 head+tail tokens.
+samples of seeds 0-2 contains (the split of bench_gpu_transfer.py's rate sweep). Reviews are cut to 128 head+tail tokens.
 A setting is (η, epochs, stage multiplier m): each epoch, i.e. each unfreezing stage, lasts m times today's
 length (``min_steps_per_epoch = m * max(10, batches in one pass)``, capped at ``m * 160`` steps).
-Today's setting (gpu_transfer.py) is 5 epochs, m = 1, factor 2.6, η chosen on the same dev split.
+Today's setting (bench_gpu_transfer.py) is 5 epochs, m = 1, factor 2.6, η chosen on the same dev split.
 
 The runs go in the order of ``RUNS``, most telling first, until ``--deadline``; today's schedule at 1,000 labels
-was already swept on the same split, sample and checkpoint by gpu_transfer.py, so its dev rows are copied (marked
+was already swept on the same split, sample and checkpoint by bench_gpu_transfer.py, so its dev rows are copied (marked
 ``"from"``) once the one row run here again reproduces its number. Rows are written as they come (through
 common.write_result), and a rerun with the same checkpoint and settings keeps them, so the run can stop and
 go on. Then, per condition and label count, the setting with the
@@ -54,22 +54,26 @@ RUNS = [("ulmfit", 1000, 0, 0.01, 5, 1), ("ulmfit", 1000, 0, 0.03, 10, 1),
         ("ulmfit", 100, 0, 0.03, 5, 2), ("ulmfit_flat", 100, 0, 0.003, 5, 1), ("ulmfit_flat", 100, 0, 0.01, 5, 1),
         ("ulmfit_flat", 100, 0, 0.01, 10, 1), ("ulmfit", 1000, 0, 0.01, 10, 1), ("ulmfit", 1000, 0, 0.03, 15, 1),
         ("ulmfit_flat", 1000, 0, 0.01, 15, 1), ("ulmfit", 100, 1, 0.01, 5, 1), ("ulmfit", 100, 1, 0.03, 5, 1),
-        ("ulmfit", 100, 1, 0.03, 10, 1), ("ulmfit", 100, 1, 0.01, 10, 1), ("ulmfit", 1000, 0, 0.01, 5, 2)]
-# today's schedule at 1,000 labels, seed 0, was swept by gpu_transfer.py on the same split, samples, checkpoint and code
+        ("ulmfit", 100, 1, 0.03, 10, 1), ("ulmfit", 100, 1, 0.01, 10, 1), ("ulmfit", 1000, 0, 0.01, 5, 2),
+        # a second seed for the contenders at 1,000 labels, and for the ablation at 100
+        ("ulmfit", 1000, 1, 0.03, 10, 1), ("ulmfit", 1000, 1, 0.03, 5, 1), ("ulmfit_flat", 1000, 1, 0.01, 10, 1),
+        ("ulmfit_flat", 1000, 1, 0.01, 5, 1), ("ulmfit_flat", 100, 1, 0.003, 5, 1), ("ulmfit_flat", 100, 1, 0.01, 5, 1),
+        ("ulmfit_flat", 100, 1, 0.01, 10, 1), ("ulmfit", 1000, 1, 0.03, 15, 1), ("ulmfit_flat", 1000, 1, 0.01, 15, 1)]
+# today's schedule at 1,000 labels, seed 0, was swept by bench_gpu_transfer.py on the same split, samples, checkpoint and code
 # (its dev rows); they are copied, marked "from", once the row this script runs again (η = 0.01) gives the same number
 COPIED = "gpu_transfer_ulmfit.json"
 SETTINGS = dict(
     max_len=128, batch_size=32, base_min_steps=10, base_max_steps=160, head=dict(p1=0.25, p2=0.1),
     conditions=CONDITIONS, runs=RUNS, copied=COPIED,
     dev="dev_rates.dev_split: 1,000 balanced training reviews outside the 1,000-label samples of seeds 0-2",
-    today=dict(epochs=5, m=1, factor=2.6, source="gpu_transfer.py's ulmfit settings; its η was chosen on the same dev "
+    today=dict(epochs=5, m=1, factor=2.6, source="bench_gpu_transfer.py's ulmfit settings; its η was chosen on the same dev "
                "split (gpu_transfer_ulmfit.json dev_rows)"),
 )
 BASE = ("max_len", "batch_size", "base_min_steps", "base_max_steps", "head", "conditions", "dev")
 
 
 def results_dir() -> Path:
-    """Where the committed results live: lmlib/results/ once they have moved there, else tests/benchmarks/results/."""
+    """Where the committed results live: lmlib/results/ once they have moved there, else lmlib/results/."""
     moved = ROOT / "lmlib" / "results"
     return moved if moved.is_dir() else ROOT / "tests" / "benchmarks" / "results"
 
