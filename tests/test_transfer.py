@@ -1,4 +1,4 @@
-"""lmlib.eval.transfer (frozen-feature sentiment probes of ULMFiT's LM and ELMo's biLM, beside random init) and
+"""lmlib.recipes.transfer (frozen-feature sentiment probes of ULMFiT's LM and ELMo's biLM, beside random init) and
 tests/benchmarks/bench_transfer_milestones.py on tiny random checkpoints."""
 
 import json
@@ -13,10 +13,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "benchmarks"))
 
 import bench_transfer_milestones as B  # noqa: E402
 
-from lmlib.eval import transfer as T  # noqa: E402
 from lmlib.models.awd_lstm import AWDLSTMConfig, AWDLSTMLanguageModel  # noqa: E402
 from lmlib.models.elmo import BiLM, BiLMConfig  # noqa: E402
 from lmlib.recipes import elmo as E  # noqa: E402
+from lmlib.recipes import transfer as T  # noqa: E402
 from lmlib.recipes import ulmfit as U  # noqa: E402
 from lmlib.recipes.shipping import save_shipped  # noqa: E402
 from lmlib.text.vocab import Vocab  # noqa: E402

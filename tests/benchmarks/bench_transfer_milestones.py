@@ -1,4 +1,4 @@
-"""What each saved language model transfers: the frozen-feature sentiment probe of lmlib.eval.transfer on checkpoints
+"""What each saved language model transfers: the frozen-feature sentiment probe of lmlib.recipes.transfer on checkpoints
 (ULMFiT stage (b) AWD-LSTM LMs, ELMo biLMs), each beside the same architecture at random init.
 
 Meant for the checkpoints a pretraining run keeps at milestones of tokens read (a learning curve of transfer), and
@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 from common import load, machine, write_result  # noqa: E402
 
-from lmlib.eval import transfer as T  # noqa: E402
+from lmlib.recipes import transfer as T  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SETTINGS = dict(sizes=[100, 1000], seeds=[0, 1, 2], test_reviews=2000, test_seed=0, max_tokens=T.MAX_TOKENS,

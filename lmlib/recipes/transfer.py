@@ -9,7 +9,7 @@ pretrained model's features classify no better than a randomly initialised copy'
 model nothing the task can read off (Conneau et al. 2018, "What you can cram into a single $&!#* vector", use the
 same linear probes for sentences).
 
-Every model reads a review's first and last 64 tokens (:func:`lmlib.recipes.ulmfit.head_and_tail`, 128 in all),
+Every model reads a review's first and last 64 tokens (:func:`lmlib.text.truncation.head_and_tail`, 128 in all),
 the cut the other transfer experiments of the course use. The probe is scikit-learn's logistic regression on
 standardised features with its inverse regularisation C chosen by stratified 5-fold cross-validation on the
 training labels only (:func:`fit_probe`); the features:
@@ -127,7 +127,7 @@ def ulmfit_features(lm, vocab, texts: Sequence[str], max_tokens: int = MAX_TOKEN
     ``vocab``, :func:`head_and_tail` to ``max_tokens``), then concat pooling (:func:`lmlib.models.ulmfit.concat_pool`)
     of each LSTM layer's output, and the mean of the input embeddings."""
     from ..models.ulmfit import concat_pool
-    from ..recipes import ulmfit as U
+    from . import ulmfit as U
 
     encoder = lm.encoder
     was_training = encoder.training
@@ -171,10 +171,10 @@ def ulmfit_probes(lm, vocab, data: ProbeData, config: ProbeConfig = ProbeConfig(
 
 def head_and_tail_sentences(sentences: Sequence[Sequence[str]], max_tokens: int = MAX_TOKENS) -> list[list[str]]:
     """The first ⌊max_tokens/2⌋ and last ⌈max_tokens/2⌉ words of a review given as sentences
-    (:func:`lmlib.recipes.ulmfit.head_and_tail` on its words), still as sentences: a sentence the cut goes through
+    (:func:`lmlib.text.truncation.head_and_tail` on its words), still as sentences: a sentence the cut goes through
     keeps its words on the kept side, and a sentence holding both the head's end and the tail's start is read as
     two pieces, so no piece joins words that were not neighbours."""
-    from ..recipes.ulmfit import head_and_tail
+    from ..text.truncation import head_and_tail
 
     words = [(s, w, word) for s, sentence in enumerate(sentences) for w, word in enumerate(sentence)]
     kept = head_and_tail(words, max_tokens)
@@ -196,7 +196,7 @@ def elmo_features(bilm, texts: Sequence[str], max_tokens: int = MAX_TOKENS,
     words of a review's :func:`head_and_tail_sentences` (sentences as :func:`lmlib.recipes.elmo.sentences_of`
     splits them, each read alone by :func:`lmlib.recipes.elmo.token_features`), and all layers side by side.
     A review with no words gets zeros."""
-    from ..recipes import elmo as E
+    from . import elmo as E
 
     pieces, owner = [], []
     for t, text in enumerate(texts):
@@ -249,7 +249,7 @@ def best_layer_rows(rows: Sequence[dict], layers: Sequence[str]) -> list[dict]:
 def bow_rows(data: ProbeData, view: Callable[[str], str]) -> list[dict]:
     """The bag of words (:func:`lmlib.eval.bow_baseline.fit_bow`) on ``view(text)``, the words a model reads, for
     every labelled sample of ``data``: one row per (labels, seed), ``init`` "bag of words"."""
-    from .bow_baseline import bow_accuracy, fit_bow
+    from ..eval.bow_baseline import bow_accuracy, fit_bow
 
     cut = {t: view(t) for t in data.texts()}
     test = [cut[t] for t in data.test[0]]
