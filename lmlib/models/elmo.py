@@ -2,12 +2,12 @@
 
 Peters et al. (2018), "Deep contextualized word representations" (NAACL). A forward and a backward LSTM
 language model share the token representation Θ_x and the softmax Θ_s and are trained together to
-maximise the log likelihood of both directions (eq. 1):
+maximise the log likelihood of both directions (the joint objective of §3.1, unnumbered in the paper):
 
     Σ_k [ log p(t_k | t_1, ..., t_{k−1}; Θ_x, →Θ_LSTM, Θ_s) + log p(t_k | t_{k+1}, ..., t_N; Θ_x, ←Θ_LSTM, Θ_s) ]
 
 Afterwards a task reads every layer j of the biLM at token k, h_{k,j} = [→h_{k,j}; ←h_{k,j}] (layer 0 is the
-token representation x_k, written twice so every layer is 2·d wide), and learns its own mix (eq. 2):
+token representation x_k, written twice so every layer is 2·d wide), and learns its own mix (the paper's Equation 1):
 
     ELMo_k = γ · Σ_j s_j h_{k,j},    s = softmax(w)
 
@@ -378,7 +378,7 @@ class BiLM(nn.Module):
 
     def nll(self, char_ids: torch.Tensor, word_ids: torch.Tensor,
             out: BiLMOutput | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """(forward, backward) mean negative log likelihood per predicted word, the two halves of eq. 1; exp of
+        """(forward, backward) mean negative log likelihood per predicted word, the two halves of the §3.1 objective; exp of
         each is that direction's perplexity.
 
         The forward LM at position k predicts t_{k+1}; the backward LM, read in its own reversed order, does
@@ -395,7 +395,7 @@ class BiLM(nn.Module):
         return forward, backward
 
     def loss(self, char_ids: torch.Tensor, word_ids: torch.Tensor) -> torch.Tensor:
-        """The joint objective: forward + backward NLL, i.e. −(eq. 1) divided by the number of predicted words."""
+        """The joint objective: forward + backward NLL, i.e. minus the §3.1 log likelihood divided by the number of predicted words."""
         forward, backward = self.nll(char_ids, word_ids)
         return forward + backward
 
@@ -482,7 +482,7 @@ def masked_layer_norm(h: torch.Tensor, mask: torch.Tensor | None = None, eps: fl
 
 
 class ScalarMix(nn.Module):
-    """``mix(layers, mask=None) -> (batch, time, dim)``: eq. 2 of Peters et al.,
+    """``mix(layers, mask=None) -> (batch, time, dim)``: Equation 1 of Peters et al.,
 
         ELMo_k = γ · Σ_j s_j h_{k,j},    s = softmax(w),
 
@@ -623,5 +623,5 @@ class BagWithELMo(nn.Module):
     def forward(self, ids: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
         real = ids.ne(self.pad_id).unsqueeze(-1).float()  # (n, T, 1)
         mean = (self.embedding(ids) * real).sum(1) / real.sum(1).clamp(min=1)  # (n, embed_size)
-        elmo = self.mix([h.unsqueeze(1) for h in features.unbind(1)]).squeeze(1)  # eq. 2: (n, D)
+        elmo = self.mix([h.unsqueeze(1) for h in features.unbind(1)]).squeeze(1)  # Equation 1: (n, D)
         return self.head(torch.cat([mean, elmo], dim=-1))

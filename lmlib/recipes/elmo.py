@@ -2,7 +2,7 @@
 shipped in ``lmlib/pretrained/elmo_imdb/``, and its loader.
 
 Peters et al. (2018) train their biLM on the 1B Word Benchmark (about 800M words, 10 epochs) with 4096-cell LSTMs
-and a 2048-filter character CNN. This recipe trains the same objective (eq. 1: forward plus backward NLL, shared
+and a 2048-filter character CNN. This recipe trains the same objective (the §3.1 objective: forward plus backward NLL, shared
 character encoder and softmax) at a size one CPU core finishes in about twenty minutes: IMDb's 50,000 unlabelled
 reviews cut into sentences of at most 40 words, a character CNN of 256 filters with two highway layers, two LSTM
 layers of 512 cells projected to 128, and a word-level softmax over the 10,000 most frequent lower-cased words.
@@ -176,7 +176,7 @@ def device_batches(sentences: Sequence[Sequence[str]], vocab: Vocab, batch_size:
 
 
 def bilm_loss(model: BiLM, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-    """The Trainer's loss: eq. 1's joint objective, forward plus backward mean NLL (:meth:`BiLM.loss`). It calls
+    """The Trainer's loss: the §3.1 joint objective, forward plus backward mean NLL (:meth:`BiLM.loss`). It calls
     ``model(char_ids)`` itself, the call DDP averages gradients through; under torchrun the mean is taken over every
     rank's predicted words (the shares' sentences differ in length)."""
     char_ids, word_ids = batch
