@@ -477,7 +477,7 @@ def difference(rows: list[dict], a: str, b: str, n_labels: int) -> tuple[float, 
             raise ValueError(f"{len(hits)} rows start with {start!r} at {n_labels} labels; name one method")
         return hits[0]
     x, y = pick(a), pick(b)
-    se = (x["se"] ** 2 + y["se"] ** 2) ** 0.5 if x["se"] is not None and y["se"] is not None else None
+    se = math.hypot(x["se"], y["se"]) if x.get("se") is not None and y.get("se") is not None else None
     return x["mean"] - y["mean"], se
 
 

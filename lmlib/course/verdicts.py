@@ -13,11 +13,11 @@ Every number comes from a committed result file (``bert_finetune``) and rows bui
 from __future__ import annotations
 
 import html
-import math
 from collections.abc import Mapping, Sequence
 
 from IPython.display import HTML
 
+from .results import difference
 from .tables import html_table
 
 CHANCE = 0.55  # accuracy on balanced test sets at or below which a run is treated as one that did not train
@@ -30,21 +30,6 @@ def reading(d: float, se: float | None) -> str:
     if se is None:
         return "one seed: no verdict"
     return "beyond noise" if abs(d) > 2 * se else "within noise"
-
-
-def difference(rows: Sequence[Mapping], a: str, b: str, n_labels: int) -> tuple[float, float | None]:
-    """``(d, se)`` of method ``a`` minus method ``b`` at ``n_labels`` (a method is matched by its name, or else by
-    its start; rows carry ``method``, ``n_labels``, ``mean``, ``se``). ``se`` is None when a side has one seed.
-    Raises ``KeyError`` when either side was not measured there."""
-    def pick(name):
-        at = [r for r in rows if r["n_labels"] == n_labels]
-        hits = [r for r in at if r["method"] == name] or [r for r in at if r["method"].startswith(name)]
-        if len(hits) != 1:
-            raise KeyError(f"{len(hits)} rows match {name!r} at {n_labels} labels")
-        return hits[0]
-    x, y = pick(a), pick(b)
-    se = math.hypot(x["se"], y["se"]) if x.get("se") is not None and y.get("se") is not None else None
-    return x["mean"] - y["mean"], se
 
 
 def failed_runs(runs: Sequence[Mapping], condition: str = "scratch") -> tuple[list[dict], set[tuple[str, int]]]:
@@ -68,7 +53,7 @@ def differences_table(rows_by_task: Mapping[str, Sequence[Mapping]], pairs: Sequ
             for n in sorted({r["n_labels"] for r in rows}):
                 try:
                     d, se = difference(rows, a, b, n)
-                except KeyError:  # not measured for this task and number of labels
+                except ValueError:  # not measured for this task and number of labels
                     continue
                 if (task, n) in failed and failed_method in (a, b):
                     verdict = "the random init ended at chance: no verdict"
