@@ -30,28 +30,15 @@ from pathlib import Path
 
 from . import results
 
-PRETRAINED = Path(__file__).resolve().parents[1] / "pretrained"
 KINDS = ("fine-tuned", "frozen")
 MODELS = ("GPT", "BERT", "ELMo", "ULMFiT")  # the order of the legend; colours follow plotly's sequence
 PANELS = {"fine-tuned": "trained on the labels", "frozen": "frozen, linear probe"}
 CHANCE = 0.55  # accuracy on balanced test reviews at or below which a run is treated as one that did not train
 
 
-def _shipped(checkpoint: str) -> dict:
-    """The ``pretrain.json`` of the shipped ``lmlib/pretrained/<checkpoint>``."""
-    return json.loads((PRETRAINED / checkpoint / "pretrain.json").read_text())
-
-
 def _staged(checkpoint: str) -> dict:
     """The ``pretrain.json`` of a GPU-pretrained checkpoint kept with the results until it ships."""
-    folder = getattr(results, "STAGED_DIR", None) or Path(results.RESULTS_DIR) / "gpu_pretraining"
-    return json.loads((Path(folder) / checkpoint / "pretrain.json").read_text())
-
-
-def _refuse(name: str, recorded: str | None, expected: str, what: str) -> None:
-    if recorded != expected:
-        raise RuntimeError(f"{name}.json was measured with another checkpoint (sha256 {str(recorded)[:12]}…) than "
-                           f"{what} ({expected[:12]}…); it cannot be placed at that checkpoint's tokens")
+    return json.loads((results.STAGED_DIR / checkpoint / "pretrain.json").read_text())
 
 
 def _mean_se(summary_row: dict) -> tuple[float, float | None, int]:
@@ -74,7 +61,7 @@ def _difference(a: tuple, b: tuple) -> tuple[float, float | None]:
 
 def _bow(name: str, n_labels: int, expected_sha: str, what: str) -> tuple[float, float | None, int]:
     data = results.load(name)
-    _refuse(name, data.get("checkpoint_sha256"), expected_sha, what)
+    results.refuse_another_checkpoint(name, data.get("checkpoint_sha256"), expected_sha, what)
     return _mean_se(_one(data["summary"], name, truncation="model_view", n_labels=n_labels))
 
 
@@ -96,11 +83,11 @@ def _finetuned(model: str, name: str, condition: str, task: str | None, n_labels
     data = results.load(name)
     if "checkpoint_report" in data:  # archived: the CPU checkpoint shipped before the GPU one
         report, budget = data["checkpoint_report"], "CPU"
-        _refuse(name, data["checkpoint_sha256"], report["sha256"][f"{checkpoint}.safetensors"],
+        results.refuse_another_checkpoint(name, data["checkpoint_sha256"], report["sha256"][f"{checkpoint}.safetensors"],
                 "the checkpoint its archived report describes")
     else:
-        report, budget = _shipped(checkpoint), "GPU"
-        _refuse(name, data.get("checkpoint_sha256"), report["sha256"][f"{checkpoint}.safetensors"],
+        report, budget = results.shipped_report(checkpoint), "GPU"
+        results.refuse_another_checkpoint(name, data.get("checkpoint_sha256"), report["sha256"][f"{checkpoint}.safetensors"],
                 f"the shipped lmlib/pretrained/{checkpoint}")
     match = {} if task is None else {"task": task}
     try:
@@ -129,10 +116,10 @@ def _gpu_transfer(model: str, n_labels: int) -> list[dict]:
         raise RuntimeError(f"{name}.json names no {weights}; it was measured on another model's checkpoint")
     checkpoint = f"{model.lower()}_imdb"
     if model in ("GPT", "BERT"):  # shipped: the file must describe the shipped checkpoint
-        _refuse(name, data["checkpoint"]["sha256"][weights], _shipped(checkpoint)["sha256"][weights],
+        results.refuse_another_checkpoint(name, data["checkpoint"]["sha256"][weights], results.shipped_report(checkpoint)["sha256"][weights],
                 f"the shipped lmlib/pretrained/{checkpoint}")
     else:  # staged beside the results until it ships
-        _refuse(name, data["checkpoint"]["sha256"][weights], _staged(checkpoint)["sha256"][weights],
+        results.refuse_another_checkpoint(name, data["checkpoint"]["sha256"][weights], _staged(checkpoint)["sha256"][weights],
                 f"the GPU-pretrained {checkpoint} staged with the results")
     tokens, test = data["checkpoint"]["tokens_seen"], data["settings"]["test_reviews"]
     points = []
@@ -168,7 +155,7 @@ def _bert_features_short(n_labels: int) -> list[dict]:
     name = "bert_features_short_pretraining"
     data = results.load(name)
     report = results.load("bert_finetune_short_pretraining")["checkpoint_report"]
-    _refuse(name, data["checkpoint_sha256"], report["sha256"]["bert_imdb.safetensors"],
+    results.refuse_another_checkpoint(name, data["checkpoint_sha256"], report["sha256"]["bert_imdb.safetensors"],
             "the CPU BERT of bert_finetune_short_pretraining.json")
     imdb = data["imdb"]
     if imdb["train_reviews"] != n_labels:
@@ -184,9 +171,9 @@ def _bert_features_short(n_labels: int) -> list[dict]:
 def _ulmfit_cpu(n_labels: int) -> list[dict]:
     name = "ulmfit_imdb"
     data = results.load(name)
-    report = _shipped("ulmfit_imdb")
+    report = results.shipped_report("ulmfit_imdb")
     sha = report["sha256"]["ulmfit_imdb.safetensors"]
-    _refuse(name, data["checkpoint"]["imdb_sha256"], sha, "the shipped lmlib/pretrained/ulmfit_imdb")
+    results.refuse_another_checkpoint(name, data["checkpoint"]["imdb_sha256"], sha, "the shipped lmlib/pretrained/ulmfit_imdb")
     cut = data["settings"]["max_len"]
     try:
         a = _mean_se(_one(data["summary"], name, variant="ulmfit", n_labels=n_labels, max_len=cut))
@@ -203,9 +190,9 @@ def _elmo_cpu(n_labels: int) -> list[dict]:
     """The shipped CPU ELMo as the paper uses it: a task model with ELMo minus the same task model alone."""
     name = "elmo_transfer"
     data = results.load(name)
-    report = _shipped("elmo_imdb")
+    report = results.shipped_report("elmo_imdb")
     sha = report["sha256"]["elmo_imdb.safetensors"]
-    _refuse(name, data["pretrained"]["sha256"], sha, "the shipped lmlib/pretrained/elmo_imdb")
+    results.refuse_another_checkpoint(name, data["pretrained"]["sha256"], sha, "the shipped lmlib/pretrained/elmo_imdb")
     by = {(r["method"], r["n_labels"]): r for r in data["results"]}
     pair = ("from scratch + ELMo (the paper's use)", "from scratch (bag of embeddings)")
     if any((m, n_labels) not in by for m in pair):
@@ -236,9 +223,9 @@ def _milestone_probes(model: str, n_labels: int) -> list[dict]:
             raise RuntimeError(f"{name}.json holds a {ckpt.get('kind')!r} checkpoint, not {model.lower()!r}")
         folder = Path(ckpt["folder"])
         if folder.parent.name == "pretrained":
-            shipped = _shipped(folder.name)["sha256"]
+            shipped = results.shipped_report(folder.name)["sha256"]
             weights = f"{folder.name}.safetensors"
-            _refuse(name, ckpt["sha256"].get(weights), shipped[weights], f"the shipped lmlib/pretrained/{folder.name}")
+            results.refuse_another_checkpoint(name, ckpt["sha256"].get(weights), shipped[weights], f"the shipped lmlib/pretrained/{folder.name}")
         layers = [r for r in ckpt["summary"] if r["n_labels"] == n_labels and str(r["feature"]).isdigit()]
         if not layers:
             continue
