@@ -13,18 +13,15 @@ weights, measured on the same label samples and the same test reviews:
 
 Each gain is placed at the IMDb tokens its checkpoint read in pretraining (ULMFiT: stage (b) alone; its PTB
 stage (a) is general-domain text). A gain carries the standard error of a difference of two means over seeds,
-``sqrt(se_a² + se_b²)``, or None when a side has one seed. The bag of words on the same reviews and the same cut of
-them is the baseline a gain has to clear to be worth its pretraining: :func:`transfer_gains` gives, where such a
-bag of words was measured, ``bow_gap`` = bag of words − the same random init, so a gain above its ``bow_gap`` beats
-the bag of words.
+``sqrt(se_a² + se_b²)``, or None when a side has one seed. ``bow_gap`` = bag of words on the same reviews and the
+same cut of them − the same random init, where measured: a gain above its ``bow_gap`` beats the bag of words.
 
-Every number comes from a committed result file (:func:`lmlib.course.results.load`); a file measured with another
-checkpoint than the one it is read for is refused.
+Every number comes from a committed result file; a file measured with another checkpoint than the one it is read
+for is refused.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -34,11 +31,6 @@ KINDS = ("fine-tuned", "frozen")
 MODELS = ("GPT", "BERT", "ELMo", "ULMFiT")  # the order of the legend; colours follow plotly's sequence
 PANELS = {"fine-tuned": "trained on the labels", "frozen": "frozen, linear probe"}
 CHANCE = 0.55  # accuracy on balanced test reviews at or below which a run is treated as one that did not train
-
-
-def _staged(checkpoint: str) -> dict:
-    """The ``pretrain.json`` of a GPU-pretrained checkpoint kept with the results until it ships."""
-    return json.loads((results.STAGED_DIR / checkpoint / "pretrain.json").read_text())
 
 
 def _mean_se(summary_row: dict) -> tuple[float, float | None, int]:
@@ -52,6 +44,19 @@ def _one(rows: list[dict], name: str, **match) -> dict:
     if len(hits) != 1:
         raise ValueError(f"{name}.json: {len(hits)} summary rows match {match}, expected one")
     return hits[0]
+
+
+def _pair(rows: list[dict], name: str, key: str, variant: str, **match) -> tuple[tuple, tuple] | None:
+    """``(variant, "scratch")`` as ``(mean, se, seeds)`` from summary ``rows``; None when either is missing."""
+    try:
+        return tuple(_mean_se(_one(rows, name, **{key: v}, **match)) for v in (variant, "scratch"))
+    except ValueError:
+        return None
+
+
+def _best(rows, key: str = "mean") -> dict[str, dict]:
+    """The best-scoring row of each init, ``"pretrained"`` and ``"random"``."""
+    return {init: max((r for r in rows if r["init"] == init), key=lambda r: r[key]) for init in ("pretrained", "random")}
 
 
 def _difference(a: tuple, b: tuple) -> tuple[float, float | None]:
@@ -82,24 +87,20 @@ def _finetuned(model: str, name: str, condition: str, task: str | None, n_labels
     checkpoint = f"{model.lower()}_imdb"
     data = results.load(name)
     if "checkpoint_report" in data:  # archived: the CPU checkpoint shipped before the GPU one
-        report, budget = data["checkpoint_report"], "CPU"
-        results.refuse_another_checkpoint(name, data["checkpoint_sha256"], report["sha256"][f"{checkpoint}.safetensors"],
-                "the checkpoint its archived report describes")
+        report, budget, what = data["checkpoint_report"], "CPU", "the checkpoint its archived report describes"
     else:
-        report, budget = results.shipped_report(checkpoint), "GPU"
-        results.refuse_another_checkpoint(name, data.get("checkpoint_sha256"), report["sha256"][f"{checkpoint}.safetensors"],
-                f"the shipped lmlib/pretrained/{checkpoint}")
-    match = {} if task is None else {"task": task}
-    try:
-        a = _mean_se(_one(data["summary"], name, condition=condition, n_labels=n_labels, **match))
-        b = _mean_se(_one(data["summary"], name, condition="scratch", n_labels=n_labels, **match))
-    except ValueError:
+        report, budget, what = results.shipped_report(checkpoint), "GPU", f"the shipped lmlib/pretrained/{checkpoint}"
+    results.refuse_another_checkpoint(name, data.get("checkpoint_sha256"),
+                                      report["sha256"][f"{checkpoint}.safetensors"], what)
+    match = {"n_labels": n_labels} if task is None else {"n_labels": n_labels, "task": task}
+    pair = _pair(data["summary"], name, "condition", condition, **match)
+    if pair is None:
         return []
     test = data["settings"].get("n_test") or data["settings"].get("imdb_test")
     bow = None
     if model == "GPT":  # the bag of words read exactly the GPT's cut of the same test reviews
         bow = _bow("bow_baseline", n_labels, report["sha256"]["tokenizer.json"], "the GPT tokenizer that cut its text")
-    return [_point(model, budget, report["tokens_seen"], "fine-tuned", n_labels, a, b,
+    return [_point(model, budget, report["tokens_seen"], "fine-tuned", n_labels, *pair,
                    f"{model} fine-tuned − random init at its own rate", name, test, bow,
                    "bow_baseline" if bow else None)]
 
@@ -107,32 +108,27 @@ def _finetuned(model: str, name: str, condition: str, task: str | None, n_labels
 def _gpu_transfer(model: str, n_labels: int) -> list[dict]:
     """The staged or shipped GPU checkpoint's ``gpu_transfer_<model>.json``: ULMFiT's stage (c) minus the random
     init (each at its dev-chosen rate), and for every model the best probed layer minus the random init's best."""
-    name = f"gpu_transfer_{model.lower()}"
+    checkpoint = f"{model.lower()}_imdb"
+    name, weights = f"gpu_transfer_{model.lower()}", f"{checkpoint}.safetensors"
     data = results.load(name)
     if data.get("model") != model.lower():
         raise RuntimeError(f"{name}.json holds the results of {data.get('model')!r}, not {model.lower()!r}")
-    weights = f"{model.lower()}_imdb.safetensors"
     if weights not in data["checkpoint"]["sha256"]:
         raise RuntimeError(f"{name}.json names no {weights}; it was measured on another model's checkpoint")
-    checkpoint = f"{model.lower()}_imdb"
     if model in ("GPT", "BERT"):  # shipped: the file must describe the shipped checkpoint
-        results.refuse_another_checkpoint(name, data["checkpoint"]["sha256"][weights], results.shipped_report(checkpoint)["sha256"][weights],
-                f"the shipped lmlib/pretrained/{checkpoint}")
+        report, what = results.shipped_report(checkpoint), f"the shipped lmlib/pretrained/{checkpoint}"
     else:  # staged beside the results until it ships
-        results.refuse_another_checkpoint(name, data["checkpoint"]["sha256"][weights], _staged(checkpoint)["sha256"][weights],
-                f"the GPU-pretrained {checkpoint} staged with the results")
-    tokens, test = data["checkpoint"]["tokens_seen"], data["settings"]["test_reviews"]
+        report, what = results.staged()[checkpoint][0], f"the GPU-pretrained {checkpoint} staged with the results"
+    results.refuse_another_checkpoint(name, data["checkpoint"]["sha256"][weights], report["sha256"][weights], what)
+    tokens, test, summary = data["checkpoint"]["tokens_seen"], data["settings"]["test_reviews"], data["summary"]
     points = []
-    summary = data["summary"]
     if model == "ULMFiT":
-        a = _mean_se(_one(summary, name, condition="ulmfit", n_labels=n_labels))
-        b = _mean_se(_one(summary, name, condition="scratch", n_labels=n_labels))
+        a, b = _pair(summary, name, "condition", "ulmfit", n_labels=n_labels)
         points.append(_point(model, "GPU", tokens, "fine-tuned", n_labels, a, b,
                              "ULMFiT stage (c) − random init at its own rate", name, test))
     probes = [r for r in summary if "init" in r and r["n_labels"] == n_labels]
     if probes:
-        best = {init: max((r for r in probes if r["init"] == init), key=lambda r: r["mean"])
-                for init in ("pretrained", "random")}
+        best = _best(probes)
         layer = {init: _layer_name(r) for init, r in best.items()}
         points.append(_point(model, "GPU", tokens, "frozen", n_labels, _mean_se(best["pretrained"]),
                              _mean_se(best["random"]), f"best frozen layer ({layer['pretrained']}) − random init's "
@@ -156,12 +152,11 @@ def _bert_features_short(n_labels: int) -> list[dict]:
     data = results.load(name)
     report = results.load("bert_finetune_short_pretraining")["checkpoint_report"]
     results.refuse_another_checkpoint(name, data["checkpoint_sha256"], report["sha256"]["bert_imdb.safetensors"],
-            "the CPU BERT of bert_finetune_short_pretraining.json")
+                                      "the CPU BERT of bert_finetune_short_pretraining.json")
     imdb = data["imdb"]
     if imdb["train_reviews"] != n_labels:
         return []
-    best = {init: max((r for r in imdb["rows"] if r["init"] == init), key=lambda r: r["accuracy"])
-            for init in ("pretrained", "random")}
+    best = _best(imdb["rows"], "accuracy")
     a, b = ((float(best[i]["accuracy"]), None, 1) for i in ("pretrained", "random"))
     return [_point("BERT", "CPU", report["tokens_seen"], "frozen", n_labels, a, b,
                    f"best frozen feature ({best['pretrained']['features']}) − random init's best "
@@ -170,18 +165,13 @@ def _bert_features_short(n_labels: int) -> list[dict]:
 
 def _ulmfit_cpu(n_labels: int) -> list[dict]:
     name = "ulmfit_imdb"
-    data = results.load(name)
-    report = results.shipped_report("ulmfit_imdb")
-    sha = report["sha256"]["ulmfit_imdb.safetensors"]
-    results.refuse_another_checkpoint(name, data["checkpoint"]["imdb_sha256"], sha, "the shipped lmlib/pretrained/ulmfit_imdb")
-    cut = data["settings"]["max_len"]
-    try:
-        a = _mean_se(_one(data["summary"], name, variant="ulmfit", n_labels=n_labels, max_len=cut))
-        b = _mean_se(_one(data["summary"], name, variant="scratch", n_labels=n_labels, max_len=cut))
-    except ValueError:
+    data = results.load_for_shipped(name, name, sha_field="checkpoint.imdb_sha256")
+    pair = _pair(data["summary"], name, "variant", "ulmfit", n_labels=n_labels, max_len=data["settings"]["max_len"])
+    if pair is None:
         return []
-    bow = _bow("bow_ulmfit_imdb", n_labels, sha, "the shipped ULMFiT stage (b), whose vocabulary cut its text")
-    return [_point("ULMFiT", "CPU", report["tokens_seen"], "fine-tuned", n_labels, a, b,
+    bow = _bow("bow_ulmfit_imdb", n_labels, results.shipped_sha256(name),
+               "the shipped ULMFiT stage (b), whose vocabulary cut its text")
+    return [_point("ULMFiT", "CPU", results.shipped_report(name)["tokens_seen"], "fine-tuned", n_labels, *pair,
                    "ULMFiT stage (c) − random init at its own rate", name, data["settings"]["test_reviews"], bow,
                    "bow_ulmfit_imdb")]
 
@@ -189,18 +179,16 @@ def _ulmfit_cpu(n_labels: int) -> list[dict]:
 def _elmo_cpu(n_labels: int) -> list[dict]:
     """The shipped CPU ELMo as the paper uses it: a task model with ELMo minus the same task model alone."""
     name = "elmo_transfer"
-    data = results.load(name)
-    report = results.shipped_report("elmo_imdb")
-    sha = report["sha256"]["elmo_imdb.safetensors"]
-    results.refuse_another_checkpoint(name, data["pretrained"]["sha256"], sha, "the shipped lmlib/pretrained/elmo_imdb")
+    data = results.load_for_shipped(name, "elmo_imdb", sha_field="pretrained.sha256")
     by = {(r["method"], r["n_labels"]): r for r in data["results"]}
     pair = ("from scratch + ELMo (the paper's use)", "from scratch (bag of embeddings)")
     if any((m, n_labels) not in by for m in pair):
         return []
     a, b = (((r := by[m, n_labels])["mean"], r["se"] if len(r["values"]) > 1 else None, len(r["values"]))
             for m in pair)
-    bow = _bow("bow_elmo_transfer", n_labels, sha, "the shipped ELMo, whose study's reviews it read")
-    return [_point("ELMo", "CPU", report["tokens_seen"], "fine-tuned", n_labels, a, b,
+    bow = _bow("bow_elmo_transfer", n_labels, results.shipped_sha256("elmo_imdb"),
+               "the shipped ELMo, whose study's reviews it read")
+    return [_point("ELMo", "CPU", results.shipped_report("elmo_imdb")["tokens_seen"], "fine-tuned", n_labels, a, b,
                    "task model + ELMo − the task model alone", name, data["settings"]["test_reviews"], bow,
                    "bow_elmo_transfer")]
 
@@ -223,14 +211,13 @@ def _milestone_probes(model: str, n_labels: int) -> list[dict]:
             raise RuntimeError(f"{name}.json holds a {ckpt.get('kind')!r} checkpoint, not {model.lower()!r}")
         folder = Path(ckpt["folder"])
         if folder.parent.name == "pretrained":
-            shipped = results.shipped_report(folder.name)["sha256"]
-            weights = f"{folder.name}.safetensors"
-            results.refuse_another_checkpoint(name, ckpt["sha256"].get(weights), shipped[weights], f"the shipped lmlib/pretrained/{folder.name}")
+            results.refuse_another_checkpoint(name, ckpt["sha256"].get(f"{folder.name}.safetensors"),
+                                              results.shipped_sha256(folder.name),
+                                              f"the shipped lmlib/pretrained/{folder.name}")
         layers = [r for r in ckpt["summary"] if r["n_labels"] == n_labels and str(r["feature"]).isdigit()]
         if not layers:
             continue
-        best = {init: max((r for r in layers if r["init"] == init), key=lambda r: r["mean"])
-                for init in ("pretrained", "random")}
+        best = _best(layers)
         bow = next((r for r in data.get("bow", {}).get(model.lower(), {}).get("summary", [])
                     if r["n_labels"] == n_labels), None)
         budget = "GPU" if "cuda" in str(ckpt.get("device") or "") else "CPU"
