@@ -1,17 +1,14 @@
-import math
 
-import pytest
 import torch
 
-from lmlib.course.readings import (
+from lmlib.course.translation_readings import (
     attention_reading,
     curves_sentence,
     lead,
     leads_sentence,
     race_reading,
-    ulmfit_ablation_imdb_reading,
-    ulmfit_imdb_reading,
 )
+from lmlib.course.ulmfit_results import ulmfit_ablation_imdb_reading
 from lmlib.models.transformer import AttentionMaps
 
 
@@ -52,28 +49,6 @@ def test_attention_reading_finds_the_argmax_and_the_heads():
 
 def _entry(variant, n, mean, se, seeds=3, max_len=128):
     return {"variant": variant, "n_labels": n, "max_len": max_len, "seeds": seeds, "mean": mean, "se": se}
-
-
-def test_ulmfit_imdb_reading_finds_the_matching_label_count_and_marks_gaps_beyond_two_standard_errors():
-    summary = [_entry("ulmfit", 100, 0.70, 0.01), _entry("scratch", 100, 0.55, 0.01),
-               _entry("ulmfit", 1000, 0.80, 0.01), _entry("scratch", 1000, 0.68, 0.01),
-               _entry("ulmfit", 25000, 0.85, None, seeds=1), _entry("scratch", 25000, 0.86, None, seeds=1),
-               _entry("ulmfit", 1000, 0.9, None, seeds=1, max_len=512)]  # another cut: not part of this reading
-    text = ulmfit_imdb_reading(summary, n_test=2500, max_len=128)
-    assert "**Reading the curve: ULMFiT.** With 100 labelled reviews it scores 70.0%; from scratch first reaches it with 25,000 labels (250x" in text
-    assert "100: +15.0 ± 1.4*" in text and "1,000: +12.0 ± 1.4*" in text
-    se_25k = 100 * math.hypot(math.sqrt(0.85 * 0.15 / 2500), math.sqrt(0.86 * 0.14 / 2500))
-    assert f"25,000: -1.0 ± {se_25k:.1f} (one seed)" in text  # binomial standard errors for a single seed
-    assert text.endswith("at 3 of 3 label counts.")
-    never = ulmfit_imdb_reading([_entry("ulmfit", 100, 0.9, 0.01), _entry("scratch", 100, 0.5, 0.01),
-                                 _entry("scratch", 1000, 0.6, 0.01), _entry("ulmfit", 1000, 0.91, 0.01)], 2500, 128)
-    assert "from scratch never reaches it, not even with all 1,000 labels" in never
-    other = ulmfit_imdb_reading(summary + [_entry("neither", 100, 0.5, 0.01)], 2500, 128, variant="neither", name="X")
-    assert other.startswith("**Reading the curve: X.** With 100 labelled reviews it scores 50.0%; from scratch matches")
-    assert "100: -5.0 ± 1.4*" in other and other.endswith("at 0 of 1 label counts.")
-    with pytest.raises(ValueError) as error:
-        ulmfit_imdb_reading(summary, 2500, 128, variant="no_stlr")
-    assert "'no_stlr'" in str(error.value)
 
 
 def test_ulmfit_ablation_reading_subtracts_full_ulmfit_at_each_label_count():

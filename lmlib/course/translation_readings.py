@@ -15,8 +15,10 @@ from collections.abc import Mapping, Sequence
 from IPython.display import Markdown
 
 from ..eval.metrics import sentence_chrf
+from ..models.transformer import AttentionMaps
 
 Tokens = Sequence[str]
+Scores = Mapping[str, tuple[float, float]]  # model -> (BLEU, chrF)
 
 
 def _paired(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
@@ -221,3 +223,93 @@ def pronoun_reading(readings: Mapping[str, Mapping], train_pairs: Sequence[tuple
             f"*{', '.join(got[adj]) or 'none'}* for the {EXPECTED[adj][0]} that is {adj} (expected *{expected[adj]}*)"
             for adj in readings) + ". " + context)
     return Markdown("\n".join(lines + ["", attention, "", pronoun, ""] + table))
+
+
+def lead(scores: Scores, metric: int) -> tuple[str, float]:
+    """(leading model, margin in points) for metric 0 (BLEU) or 1 (chrF) of two models' scores."""
+    first, second = sorted(scores, key=lambda name: -scores[name][metric])
+    return first, scores[first][metric] - scores[second][metric]
+
+
+def leads_sentence(scores: Scores) -> str:
+    """Who is ahead on BLEU and chrF, and by how much (or how the two metrics split)."""
+    (bleu_leader, bleu_margin), (chrf_leader, chrf_margin) = lead(scores, 0), lead(scores, 1)
+    if bleu_leader == chrf_leader:
+        return f"the {bleu_leader} is ahead on both, by {bleu_margin:.1f} BLEU and {chrf_margin:.1f} chrF points"
+    return (f"the metrics split: the {bleu_leader} is ahead on BLEU by {bleu_margin:.1f} points, the {chrf_leader} "
+            f"on chrF by {chrf_margin:.1f}")
+
+
+def loss_at(seconds: float, curve: Sequence[float], t: float) -> float:
+    """The loss after the last step done by time t, the run's steps spread evenly over its ``seconds``."""
+    return curve[min(len(curve) - 1, max(0, int(t / seconds * len(curve)) - 1))]
+
+
+def curves_sentence(curves: Mapping[str, tuple[float, Sequence[float]]], points: int = 200) -> str:
+    """Whether two training-loss curves ``{model: (seconds, losses)}`` cross over their common time window
+    (checked at ``points`` evenly spaced times), and which is lower at its end."""
+    (a, (seconds_a, curve_a)), (b, (seconds_b, curve_b)) = curves.items()
+    window = min(seconds_a, seconds_b)
+    grid = [window * k / points for k in range(1, points + 1)]
+    lower = [a if loss_at(seconds_a, curve_a, t) < loss_at(seconds_b, curve_b, t) else b for t in grid]
+    crossings = [t for t, x, y in zip(grid[1:], lower, lower[1:]) if x != y]
+    if crossings:
+        return (f"the training-loss curves cross {len(crossings)} time(s), last at about {crossings[-1]:.0f} s; "
+                f"after that the {lower[-1]} has the lower loss")
+    return f"the training-loss curves do not cross: the {lower[-1]} has the lower loss throughout"
+
+
+def race_reading(seconds: float, threads: int, steps: Mapping[str, int],
+                 curves: Mapping[str, tuple[float, Sequence[float]]], scores: Scores, beam_sentences: int,
+                 beam_gain: tuple[float, float], committed: Mapping) -> str:
+    """The Transformer and the RNN with attention trained for the same ``seconds`` (notebook 05): their steps,
+    loss curves and test scores in this run, what beam search changed, and whether the committed longer run
+    (the ``translation_budget`` result) agrees on the leader. ``steps``, ``curves`` and ``scores`` are keyed
+    "Transformer" and "RNN + attention"."""
+    more = max(steps, key=steps.get)
+    ratio = steps[more] / min(steps.values())
+    committed_scores = {name: (row["bleu"], row["chrf"]) for name, row in committed["models"].items()}
+    committed_more = max(committed["models"], key=lambda name: committed["models"][name]["steps"])
+    same = lead(scores, 0)[0] == lead(committed_scores, 0)[0]
+    return "\n".join([
+        f"**This run**, {seconds} s of training each on {threads} thread(s): the {more} took "
+        f"{ratio:.2f}× as many steps ({steps['Transformer']} for the Transformer, {steps['RNN + attention']} for the "
+        f"RNN); {curves_sentence(curves)}. On the test set, "
+        f"{leads_sentence(scores)}.",
+        "",
+        f"Beam search on the first {beam_sentences} test sentences changed the Transformer's scores by "
+        f"{beam_gain[0]:+.1f} BLEU and {beam_gain[1]:+.1f} chrF points against greedy decoding of the same sentences.",
+        "",
+        f"**The committed run**, {committed['seconds_per_model']:g} s each: the {committed_more} took more steps, and "
+        f"{leads_sentence(committed_scores)}. On BLEU, the committed run and this one "
+        + ("agree on the leader." if same else "disagree on the leader."),
+    ])
+
+
+def attention_reading(maps: AttentionMaps, src_tokens: Sequence[str], out_tokens: Sequence[str]) -> str:
+    """What a Transformer's attention maps show for one sentence (batch of one): the source token each output
+    word reads most in the last layer's cross-attention, the head that puts most weight on the source's
+    last token (``<eos>``), and the sharpest and most spread-out encoder heads. ``out_tokens`` are the
+    rows of the decoder maps (the output words and ``<eos>``)."""
+    last = len(maps.cross) - 1
+    cross = maps.cross[last][0].mean(0)  # (decoder position, source), mean of heads
+    aligned = [f"{_code(out)} ← {_code(src_tokens[int(row.argmax())])} ({row.max():.2f})"
+               for out, row in zip(out_tokens, cross)]
+    on_eos = {(kind, layer + 1, head + 1): w[0, head, :, -1].mean().item()
+              for kind, layers in (("encoder", maps.encoder_self), ("cross", maps.cross))
+              for layer, w in enumerate(layers) for head in range(w.size(1))}
+    (eos_kind, eos_layer, eos_head), eos_share = max(on_eos.items(), key=lambda item: item[1])
+    sharpness = {(layer + 1, head + 1): w[0, head].max(-1).values.mean().item()
+                 for layer, w in enumerate(maps.encoder_self) for head in range(w.size(1))}
+    (sharp_layer, sharp_head), sharp = max(sharpness.items(), key=lambda item: item[1])
+    (flat_layer, flat_head), flat = min(sharpness.items(), key=lambda item: item[1])
+    return "\n".join([
+        f"- **Cross-attention, layer {last + 1}, mean of heads**: each output word and the source token it reads "
+        "most: " + ", ".join(aligned) + ".",
+        f"- **Weight on `<eos>`**: the head that puts the most on the source's `<eos>` is {eos_kind} layer {eos_layer}, "
+        f"head {eos_head}, with {eos_share:.0%} of each query's weight on average (uniform over the "
+        f"{len(src_tokens)} source tokens would be {1 / len(src_tokens):.0%}).",
+        f"- **Sharp or spread** (encoder): the mean of each query's largest weight is {sharp:.2f} for layer "
+        f"{sharp_layer}, head {sharp_head} (the sharpest) and {flat:.2f} for layer {flat_layer}, head {flat_head} "
+        "(the most spread out); 1.00 would be one token per query.",
+    ])

@@ -48,18 +48,24 @@ def standard_error(entry: Mapping, n_test: int) -> float:
     return math.sqrt(entry["mean"] * (1 - entry["mean"]) / n_test)
 
 
+def _minus(summary: Sequence[Mapping], n_test: int, max_len: int, variant: str, other: str) -> list[dict]:
+    """``variant`` minus ``other`` at every label count both were run with at ``max_len``."""
+    table = {(s["variant"], s["n_labels"]): s for s in summary if s["max_len"] == max_len}
+    rows = []
+    for n in sorted(n for v, n in table if v == variant and (other, n) in table):
+        a, b = table[variant, n], table[other, n]
+        d, se = a["mean"] - b["mean"], math.hypot(standard_error(a, n_test), standard_error(b, n_test))
+        verdict = "within noise" if abs(d) <= 2 * se else "ahead" if d > 0 else "behind"
+        rows.append(dict(n_labels=n, variant=a, scratch=b, difference=d, se=se, verdict=verdict))
+    return rows
+
+
 def against_scratch(summary: Sequence[Mapping], n_test: int, max_len: int, variant: str = "ulmfit") -> list[dict]:
     """``variant`` minus the random init at its own rate (``"scratch"``) at every label count both were run with at
     ``max_len``: ``n_labels``, ``variant`` and ``scratch`` (summary entries), ``difference``, ``se`` (of the
     difference) and ``verdict``: ``"ahead"`` or ``"behind"`` when more than two standard errors from 0, else
     ``"within noise"``."""
-    table = {(s["variant"], s["n_labels"]): s for s in summary if s["max_len"] == max_len}
-    rows = []
-    for n in sorted(n for v, n in table if v == variant and ("scratch", n) in table):
-        a, b = table[variant, n], table["scratch", n]
-        d, se = a["mean"] - b["mean"], math.hypot(standard_error(a, n_test), standard_error(b, n_test))
-        verdict = "within noise" if abs(d) <= 2 * se else "ahead" if d > 0 else "behind"
-        rows.append(dict(n_labels=n, variant=a, scratch=b, difference=d, se=se, verdict=verdict))
+    rows = _minus(summary, n_test, max_len, variant, "scratch")
     if not rows:
         raise ValueError(f"no label count has both {variant!r} and 'scratch' at max_len {max_len}")
     return rows
@@ -87,9 +93,7 @@ def curve_reading(summary: Sequence[Mapping], n_test: int, max_len: int, variant
     behind, all computed from ``summary``."""
     rows = against_scratch(summary, n_test, max_len, variant)
     name = variant_name(variant)
-    table = {(s["variant"], s["n_labels"]): s for s in summary if s["max_len"] == max_len}
-    fewest = rows[0]["n_labels"]
-    target = table[variant, fewest]["mean"]
+    fewest, target = rows[0]["n_labels"], rows[0]["variant"]["mean"]
     reach = next((r["n_labels"] for r in rows if r["scratch"]["mean"] >= target), None)
     if reach is None:
         found = f"from scratch never reaches it, not even with {rows[-1]['n_labels']:,} labels"
@@ -103,3 +107,23 @@ def curve_reading(summary: Sequence[Mapping], n_test: int, max_len: int, variant
             f"Howard & Ruder (2018, §5) found 10× with the labelled examples alone and 100× when stage (b) also read "
             f"IMDb's unlabelled reviews, as it does here. Against the random init at its own rate, {name} is {said} "
             "(beyond two standard errors of the difference, else within noise).")
+
+
+ABLATION_NAMES = {
+    "no_lm_finetuning": "without LM fine-tuning (stage b)", "no_discriminative": "without discriminative rates",
+    "no_stlr": "without STLR (constant rate)", "no_gradual": "without gradual unfreezing",
+    "neither": "without unfreezing or discriminative rates",
+}
+
+
+def ulmfit_ablation_imdb_reading(summary: Sequence[Mapping], n_test: int, max_len: int) -> str:
+    """Each ablation against full ULMFiT at the label counts both were run with, in points ± one standard error
+    of the difference (* beyond two), as in Howard & Ruder's tables 6 and 7."""
+    lines = ["**Ablations** (variant minus full ULMFiT, accuracy points ± one standard error; * = beyond two):", ""]
+    for variant, name in ABLATION_NAMES.items():
+        cells = [f"{r['n_labels']:,} labels {100 * r['difference']:+.1f} ± {100 * r['se']:.1f}"
+                 f"{'' if r['verdict'] == 'within noise' else '*'}"
+                 for r in _minus(summary, n_test, max_len, variant, "ulmfit")]
+        if cells:
+            lines.append(f"- {name}: " + "; ".join(cells))
+    return "\n".join(lines)
