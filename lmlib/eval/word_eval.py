@@ -36,6 +36,15 @@ def _check_rows(vectors: torch.Tensor, itos: Sequence[str]) -> None:
                          "vector of itos[i], so pass the vocabulary the vectors were trained with")
 
 
+def _items(vectors: torch.Tensor, itos: Sequence[str], items, what: str) -> tuple[list, dict[str, int]]:
+    """``items`` as a list, refused when empty, and the word -> row map of checked ``vectors``."""
+    items = list(items)
+    if not items:
+        raise ValueError(f"no {what} given")
+    _check_rows(vectors, itos)
+    return items, {w: i for i, w in enumerate(itos)}
+
+
 def _index(stoi: dict[str, int], word: str) -> int:
     if word not in stoi:
         raise ValueError(f"{word!r} is not in the vocabulary; try a more frequent word")
@@ -81,11 +90,7 @@ class AnalogyResult:
 def evaluate_analogies(vectors: torch.Tensor, itos: Sequence[str], questions, lowercase: bool = True,
                        batch_size: int = 1024) -> AnalogyResult:
     """3CosAdd accuracy and coverage on analogy ``questions`` (objects with ``section, a, b, c, d``)."""
-    questions = list(questions)
-    if not questions:
-        raise ValueError("no analogy questions given")
-    _check_rows(vectors, itos)
-    stoi = {w: i for i, w in enumerate(itos)}
+    questions, stoi = _items(vectors, itos, questions, "analogy questions")
     norm = str.lower if lowercase else str
     rows, kept = [], []
     for q in questions:
@@ -93,26 +98,21 @@ def evaluate_analogies(vectors: torch.Tensor, itos: Sequence[str], questions, lo
         if all(w in stoi for w in words):
             rows.append([stoi[w] for w in words])
             kept.append(q.section)
-    sections: dict[str, list[int]] = {}
-    correct = 0
+    hits = []
     if rows:
-        ids = torch.tensor(rows)
         unit = unit_rows(vectors.float())
-        hits = []
-        for chunk in ids.split(batch_size):
+        for chunk in torch.tensor(rows).split(batch_size):
             target = unit[chunk[:, 1]] - unit[chunk[:, 0]] + unit[chunk[:, 2]]
             sims = target @ unit.T
             sims.scatter_(1, chunk[:, :3], -float("inf"))  # the question words may not be the answer
-            hits.append(sims.argmax(1) == chunk[:, 3])
-        hits = torch.cat(hits).tolist()
-        correct = sum(hits)
-        for section, hit in zip(kept, hits):
-            tally = sections.setdefault(section, [0, 0])
-            tally[0] += hit
-            tally[1] += 1
-    answered = len(rows)
+            hits += (sims.argmax(1) == chunk[:, 3]).tolist()
+    sections: dict[str, tuple[int, int]] = {}
+    for section, hit in zip(kept, hits):
+        correct, answered = sections.get(section, (0, 0))
+        sections[section] = (correct + hit, answered + 1)
+    correct, answered = sum(hits), len(rows)
     return AnalogyResult(correct / answered if answered else 0.0, answered / len(questions), correct, answered,
-                         len(questions), {s: (c, n) for s, (c, n) in sections.items()})
+                         len(questions), sections)
 
 
 @dataclass
@@ -127,11 +127,7 @@ def evaluate_word_pairs(vectors: torch.Tensor, itos: Sequence[str], pairs, lower
     """Spearman's ρ between cos(w1, w2) and the human score, over ``pairs`` (``word1, word2, score``) in vocabulary."""
     from scipy.stats import spearmanr
 
-    pairs = list(pairs)
-    if not pairs:
-        raise ValueError("no word pairs given")
-    _check_rows(vectors, itos)
-    stoi = {w: i for i, w in enumerate(itos)}
+    pairs, stoi = _items(vectors, itos, pairs, "word pairs")
     norm = str.lower if lowercase else str
     used = [(stoi[norm(p.word1)], stoi[norm(p.word2)], p.score) for p in pairs
             if norm(p.word1) in stoi and norm(p.word2) in stoi]
