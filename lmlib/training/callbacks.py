@@ -1,8 +1,8 @@
 """Callbacks for :class:`lmlib.training.trainer.Trainer`: schedules, clipping, regularizers, freezing, stopping, display.
 
 Under data-parallel training (:mod:`lmlib.training.distributed`) every rank runs the callbacks that change training,
-so the ranks stay in step; the ones that only print, draw or record (``PrintEvery``, ``ProgressBar``, ``StepProgress``,
-``LivePlot``, ``History``) say ``main_process_only = True`` and run on rank 0 alone.
+so the ranks stay in step; the ones that only print or draw (``PrintEvery``, ``ProgressBar``, ``StepProgress``,
+``LivePlot``) say ``main_process_only = True`` and run on rank 0 alone.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from .distributed import world_size
-from .trainer import Callback, EvalResult, Trainer
+from .trainer import Callback, Trainer
 
 
 class LRSchedule(Callback):
@@ -55,8 +55,7 @@ class LRSchedule(Callback):
 def _read_all(values: list) -> list[float]:
     """Device scalars as floats, in one transfer (floats pass through)."""
     tensors = [v for v in values if isinstance(v, torch.Tensor)]
-    read = iter(torch.stack([t.detach().double().cpu() if t.device.type == "cpu" else t.detach().double()
-                             for t in tensors]).tolist() if tensors else [])
+    read = iter(torch.stack([t.double() for t in tensors]).tolist() if tensors else [])
     return [next(read) if isinstance(v, torch.Tensor) else v for v in values]
 
 
@@ -206,7 +205,7 @@ class TimeBudget(Callback):
             raise ValueError(f"seconds must be positive, got {seconds}")
         if steps is not None and steps < 1:
             raise ValueError(f"steps must be at least 1, got {steps}")
-        self.seconds, self.steps, self.planned_steps = seconds, steps, steps
+        self.seconds, self.steps = seconds, steps
         self.start = self.last_time = 0.0
         self.last_step: int | None = None
 
@@ -259,7 +258,7 @@ class PrintEvery(Callback):
     """Progress for long command-line runs: step, loss and learning rate every ``n`` steps (at the logging steps
     that fall on them), flushed."""
 
-    main_process_only = True  # output only: under DDP rank 0 alone runs it
+    main_process_only = True
 
     def __init__(self, n: int):
         if n < 1:
@@ -274,7 +273,7 @@ class PrintEvery(Callback):
 class ProgressBar(Callback):
     """A tqdm bar per epoch showing the running loss (a widget in Jupyter, text elsewhere)."""
 
-    main_process_only = True  # output only: under DDP rank 0 alone runs it
+    main_process_only = True
 
     def __init__(self, total: int | None = None, leave: bool = False):
         self.total, self.leave, self.bar = total, leave, None
@@ -319,7 +318,7 @@ class StepProgress(Callback):
     stretch's. :meth:`summary` is the one line to print at the end; :meth:`close` ends the bar (also after an error).
     ``file`` is where the progress goes (default: ``sys.stderr`` at the start of ``fit``)."""
 
-    main_process_only = True  # output only: under DDP rank 0 alone runs it
+    main_process_only = True
 
     def __init__(self, total: int, tokens: Callable[[object], int] | None = None, desc: str = "training",
                  file=None, every_s: float = 60.0):
@@ -342,11 +341,6 @@ class StepProgress(Callback):
     def rate(self) -> float:
         """Tokens per second in this ``fit`` so far."""
         return self.n_tokens / self.seconds if self.seconds > 0 else 0.0
-
-    def eta(self) -> float:
-        """Seconds left at the pace of this ``fit`` so far (nan before its first step)."""
-        done = self.step - self.first_step
-        return self.seconds / done * (self.total - self.step) if done > 0 else math.nan
 
     def on_fit_begin(self, trainer: Trainer) -> None:
         from tqdm import tqdm
@@ -379,10 +373,10 @@ class StepProgress(Callback):
             return
         tenth = max(1, self.total // 10)
         if trainer.step % tenth < len(losses) or trainer.step >= self.total or self.last_step_at - self.last_line_at >= self.every_s:
-            self.last_line_at = self.last_step_at
-            eta = self.eta()
+            self.last_line_at, done = self.last_step_at, self.step - self.first_step
+            eta = _clock(self.seconds / done * (self.total - self.step)) if done > 0 else "?"
             print(f"{self.desc}: step {trainer.step}/{self.total} ({trainer.step / self.total:.0%})  loss {loss:.3f}  "
-                  f"{rate}  {_clock(self.seconds)} elapsed, ETA {_clock(eta) if math.isfinite(eta) else '?'}",
+                  f"{rate}  {_clock(self.seconds)} elapsed, ETA {eta}",
                   file=self.stream, flush=True)
 
     def on_fit_end(self, trainer: Trainer) -> None:
@@ -411,7 +405,7 @@ class LivePlot(Callback):
     works offline; outside IPython it records but draws nothing. Redraws at most every ``every_s`` seconds.
     """
 
-    main_process_only = True  # output only: under DDP rank 0 alone runs it
+    main_process_only = True
 
     def __init__(self, title: str = "loss", every_s: float = 1.0, smoothing: float = 0.9):
         if not 0 <= smoothing < 1:
@@ -490,16 +484,4 @@ class Checkpoint(Callback):
     def on_epoch_end(self, trainer: Trainer, logs: dict[str, float]) -> None:
         if self.every_steps is None:
             self._save(trainer)
-
-
-class History(Callback):
-    """Record every evaluation result (handy for plotting validation curves at a finer grain)."""
-
-    main_process_only = True  # output only: under DDP rank 0 alone runs it
-
-    def __init__(self):
-        self.results: list[tuple[int, EvalResult]] = []
-
-    def on_evaluate_end(self, trainer: Trainer, result: EvalResult) -> None:
-        self.results.append((trainer.step, result))
 

@@ -8,14 +8,14 @@ calling each callback at fixed points:
     on_fit_begin → (on_epoch_begin → (on_batch_begin → on_loss → after_backward → [on_log] → on_batch_end)* →
     on_epoch_end)* → on_fit_end
 
+A callback may change the loss (regularizers), the gradients (clipping), the learning rates (schedules),
+which parameters train (unfreezing), or stop training (early stopping, a time budget).
+
 The loss stays on the device while training: reading a number back from a GPU makes the host wait until the GPU has
 finished every queued step, so a loop that reads the loss each step runs at the speed of that round trip. The Trainer
 reads the losses back once every ``log_every`` steps (and at the end of each epoch), all at once; only then is a
 non-finite loss caught (a ``FloatingPointError`` naming its step) and ``on_log`` receives the losses read. With the
 default ``log_every=1`` every step is read, as on a CPU, where reading costs nothing.
-
-A callback may change the loss (regularizers), the gradients (clipping), the learning rates (schedules),
-which parameters train (unfreezing), or stop training (early stopping, a time budget).
 
 The same Trainer runs data-parallel under ``torchrun --nproc_per_node=N`` (:mod:`lmlib.training.distributed`):
 after ``init_distributed()`` it wraps the model in DistributedDataParallel, so each rank trains on its share of the
@@ -139,7 +139,6 @@ class Callback:
         the device: a callback that shows the loss uses ``on_log``)."""
     def on_log(self, trainer: Trainer, losses: list[float]) -> None:
         """Every ``log_every`` steps and at the end of an epoch: the losses of the steps since the last call."""
-    def on_evaluate_end(self, trainer: Trainer, result: EvalResult) -> None: ...
     def on_epoch_end(self, trainer: Trainer, logs: dict[str, float]) -> None: ...
     def on_fit_end(self, trainer: Trainer) -> None: ...
     def state_dict(self) -> dict:
@@ -155,8 +154,7 @@ class Trainer:
 
     Data is given to :meth:`fit` either as a re-iterable (a list of batches) or as a function
     ``epoch -> batches``, which is how a new shuffle per epoch stays reproducible after a resume.
-    If ``loss_fn`` has a ``reset()`` method (a stateful RNN loss carrying hidden state across
-    windows), it is called before each pass over the data.
+    A ``loss_fn`` with a ``reset()`` method (a stateful RNN loss) is reset before each pass over the data.
 
     After each epoch ``history`` gains a dict with ``epoch``, ``step``, ``train_loss``, ``lr``,
     ``seconds`` and, with validation data, ``valid_loss``, ``valid_ppl`` and ``valid_acc`` (when reported).
@@ -166,10 +164,9 @@ class Trainer:
     ``False`` ignores it. ``autocast=torch.bfloat16`` runs ``loss_fn`` (the forward pass and the loss) under
     ``torch.autocast`` on the trainer's device; the backward pass and the optimizer step stay in float32.
     ``log_every`` is how many steps pass between reads of the losses from the device (see the module docstring).
-    Under DDP each rank must get its own share of every batch
-    (:func:`~lmlib.training.distributed.shard_batches`) and as many batches as the others; ``batch_losses``,
-    ``history`` and :meth:`evaluate` then report the token-weighted mean over all ranks, the numbers one process
-    with the global batch would report.
+    Under DDP each rank must get its own share of every batch (:func:`~lmlib.training.distributed.shard_batches`)
+    and as many batches as the others; ``batch_losses``, ``history`` and :meth:`evaluate` then report the
+    token-weighted mean over all ranks, the numbers one process with the global batch would report.
     """
 
     def __init__(
@@ -205,7 +202,6 @@ class Trainer:
         self.history: list[dict[str, float]] = []
         self.batch_losses: list[float] = []
         self.stop_training = False
-        self.last_batch: Any = None
         self._ddp: nn.Module | None = None  # the DistributedDataParallel wrapper, built at the first step
         self._ddp_trainable: list[bool] = []
         self.autocast = autocast
@@ -225,9 +221,6 @@ class Trainer:
     def _emit(self, hook: str, *args: Any) -> None:
         for cb in self._active_callbacks():
             getattr(cb, hook)(self, *args)
-
-    def to_device(self, batch: Any) -> Any:
-        return to_device(batch, self.device)
 
     @staticmethod
     def _batches(data: Batches, epoch: int) -> Iterable[Any]:
@@ -267,9 +260,7 @@ class Trainer:
         """Ranks that take different numbers of steps wait for each other forever: refuse sized data that differs."""
         if not hasattr(batches, "__len__"):
             return
-        slots = [0.0] * world_size()
-        slots[rank()] = len(batches)  # each rank fills its own slot, so the sum lists them all
-        lengths = [int(n) for n in all_reduce_sum(slots)]
+        lengths = all_gather(len(batches))
         if len(set(lengths)) > 1:
             raise ValueError(f"the ranks have {lengths} batches this epoch (rank 0 first), but every rank must take the "
                              f"same number of steps: split each global batch between the ranks with "
@@ -283,8 +274,7 @@ class Trainer:
         """One optimizer step on ``batch``. Under DDP ``batch`` is this rank's share, and the result is the global
         one (:meth:`_global_result`)."""
         self.model.train()
-        batch = self.to_device(batch)
-        self.last_batch = batch
+        batch = to_device(batch, self.device)
         self._emit("on_batch_begin", batch)
         model = self._training_model()
         forward_calls = model.forward_calls if self.distributed else 0
@@ -390,7 +380,7 @@ class Trainer:
         return self.history
 
     def evaluate(self, data: Batches) -> EvalResult:
-        """:func:`evaluate` of the trainer's model and loss on ``data``; callbacks see the result. Under DDP each
+        """:func:`evaluate` of the trainer's model and loss on ``data``. Under DDP each
         rank evaluates the data it is given and the result is the token-weighted mean over all of it, so every rank
         must call it (one that waits for the others' numbers alone waits until the timeout)."""
         result = evaluate(self.model, self.loss_fn, self._batches(data, self.epoch), self.device)
@@ -398,7 +388,6 @@ class Trainer:
             accuracy = 0.0 if result.accuracy is None else result.accuracy
             total, n, correct = all_reduce_sum([result.loss * result.n, result.n, accuracy * result.n])
             result = EvalResult(total / n, int(n), None if result.accuracy is None else correct / n)
-        self._emit("on_evaluate_end", result)
         return result
 
     # -- checkpoints ---------------------------------------------------------------------------------
