@@ -40,8 +40,8 @@ def tiny(**overrides) -> GPT:
     ("vocab_size", 0, "GPTConfig.vocab_size"),
     ("num_heads", 3, "num_heads=3"),
     ("dropout", 1.0, "[0, 1)"),
-    ("norm", "middle", "'pre' (GPT-2) or 'post' (GPT-1)"),
-    ("activation", "relu", "gelu_tanh"),
+    ("norm", "middle", "GPTConfig.norm must be one of ('pre', 'post'), got 'middle'"),
+    ("activation", "relu", "GPTConfig.activation must be one of ('gelu_tanh', 'gelu'), got 'relu'"),
     ("layer_norm_eps", 0.0, "positive"),
 ])
 def test_config_refuses_bad_fields(field, value, words):

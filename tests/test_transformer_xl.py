@@ -195,8 +195,8 @@ def test_training_step_runs_with_dropout_and_a_tiny_model_learns_a_repeating_tex
     ("mem_len", -1, "TransformerXLConfig.mem_len"),
     ("segment_len", 0, "TransformerXLConfig.segment_len"),
     ("num_heads", 3, "num_heads=3"),
-    ("positions", "rotary", "'relative' (Transformer-XL) or 'absolute'"),
-    ("norm", "middle", "'pre' or 'post'"),
+    ("positions", "rotary", "TransformerXLConfig.positions must be one of ('relative', 'absolute'), got 'rotary'"),
+    ("norm", "middle", "TransformerXLConfig.norm must be one of ('pre', 'post'), got 'middle'"),
     ("layer_norm_eps", 0.0, "positive"),
     ("d_model", 128.0, "TransformerXLConfig.d_model"),
 ])

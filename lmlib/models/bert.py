@@ -20,15 +20,8 @@ Two pre-training heads read the last layer h_L (§3.1):
 * next sentence prediction (NSP): "C ∈ R^H", the pooled [CLS] vector tanh(h_L[CLS] W_p + b_p), then a 2-way
   classifier. Class 0 is "IsNext" (B follows A in the text), class 1 "NotNext", as in the released checkpoints.
 
-The file holds, in reading order: :class:`BertConfig`, the encoder layer, the MLM head, :class:`BertOutput`,
-:class:`Bert` (with :meth:`Bert.from_hf` / :meth:`Bert.from_pretrained` to copy Google's weights from
-``transformers``) and the parameter-name map ``HF_BERT_NAMES``.
-
-Attention: the layers use lmlib's :class:`~lmlib.models.multihead.MultiHeadAttention`. It has the four
-projections BERT has (query, key, value, output, each with a bias), takes a ``(batch, seq)`` key padding mask,
-runs PyTorch's fused ``scaled_dot_product_attention`` when no weights are wanted and the written-out
-softmax(Q Kᵀ / √d_k) V when they are (``return_attentions=True``, for plots and bertviz), so nothing here
-needs an attention of its own.
+The attention is lmlib's :class:`~lmlib.models.multihead.MultiHeadAttention`: it has BERT's four projections
+(query, key, value, output, each with a bias) and a key padding mask.
 """
 
 from __future__ import annotations
@@ -41,7 +34,7 @@ from torch import nn
 
 from .config_checks import check_heads, check_positive_ints, check_probability, check_token_ids
 from .multihead import MultiHeadAttention
-from .state_dicts import check_state_dict, hf_from_pretrained
+from .state_dicts import check_hf_model, check_state_dict, copy_hf_weights, hf_from_pretrained, hf_key, normal_init
 
 
 @dataclass
@@ -200,13 +193,7 @@ class Bert(nn.Module):
     def reset_parameters(self) -> None:
         """BERT's initialisation: weights from a normal distribution with std 0.02 (truncated in the released
         code), zero biases, LayerNorm 1/0, the [PAD] embedding zero."""
-        for module in self.modules():
-            if isinstance(module, (nn.Linear, nn.Embedding)):
-                nn.init.normal_(module.weight, std=0.02)
-                if getattr(module, "bias", None) is not None:
-                    nn.init.zeros_(module.bias)
-            elif isinstance(module, nn.LayerNorm):
-                module.reset_parameters()
+        normal_init(self)
         if self.config.pad_id is not None:
             self.tok_emb.weight[self.config.pad_id].zero_()
 
@@ -249,8 +236,7 @@ class Bert(nn.Module):
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
         """``nn.Module.load_state_dict``, but a checkpoint of another vocabulary or size says which setting
         differs and what to do."""
-        check_state_dict(self, state_dict, strict=strict, config_name="BertConfig", shape_hint=_config_hint,
-                         companion="its tokenizer",
+        check_state_dict(self, state_dict, strict=strict, shape_hint=_config_hint, companion="its tokenizer",
                          structure_fields="num_layers, pooler, mlm_head or nsp_head")
         return super().load_state_dict(state_dict, strict=strict, assign=assign)
 
@@ -266,17 +252,7 @@ class Bert(nn.Module):
         model = cls(config)
         source = hf_model.state_dict()
         prefix = "" if type(hf_model).__name__ == "BertModel" else "bert."
-        used = set()
-        with torch.no_grad():
-            for key, param in model.state_dict().items():
-                if key == "mlm.decoder.weight":  # tied to tok_emb.weight, copied with it
-                    continue
-                hf_key = _hf_name(key, prefix)
-                assert hf_key in source, f"{hf_key} (for lmlib's {key}) is missing from the BERT state dict"
-                value = source[hf_key]
-                assert value.shape == param.shape, f"{hf_key} {tuple(value.shape)} -> {key} {tuple(param.shape)}"
-                param.copy_(value)
-                used.add(hf_key)
+        used = copy_hf_weights(model, source, lambda key: _hf_name(key, prefix), "BERT", tied="mlm.decoder.weight")
         if config.mlm_head:
             decoder = source["cls.predictions.decoder.weight"]
             assert torch.equal(decoder, source[prefix + "embeddings.word_embeddings.weight"]), \
@@ -353,14 +329,12 @@ class BertClassifier(nn.Module):
         self.bert = bert
         self.dropout = nn.Dropout(dropout)
         self.head = nn.Linear(bert.config.d_model, num_classes)
-        nn.init.normal_(self.head.weight, std=0.02)
-        nn.init.zeros_(self.head.bias)
+        normal_init(self.head)
 
     def forward(self, input_ids: torch.Tensor, segment_ids: torch.Tensor | None = None,
                 attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         out = self.bert(input_ids, segment_ids, attention_mask)
         return self.head(self.dropout(out.pooled))  # (B, K)
-
 
 
 # How transformers names each weight of lmlib's BERT ("{i}" = layer index). Encoder keys sit under "bert." in
@@ -402,23 +376,15 @@ HF_BERT_CLASSES = ("BertForPreTraining", "BertForMaskedLM", "BertForNextSentence
 
 
 def _hf_name(key: str, prefix: str) -> str:
-    """lmlib's parameter name -> transformers' name, through HF_BERT_NAMES."""
-    parts = key.split(".")
-    if parts[0] == "layers":
-        name = HF_BERT_NAMES[".".join(["layers", "{i}", *parts[2:]])].format(i=parts[1])
-    else:
-        name = HF_BERT_NAMES[key]
+    """lmlib's parameter name -> transformers' name, through HF_BERT_NAMES; ``prefix`` goes before the encoder's."""
+    name = hf_key(HF_BERT_NAMES, key)
     return name if name.startswith("cls.") else prefix + name
 
 
 def _config_from_hf(hf_model) -> BertConfig:
     """The BertConfig of a transformers BERT, refusing models and settings lmlib's BERT cannot copy."""
-    kind = type(hf_model).__name__
-    model_type = getattr(getattr(hf_model, "config", None), "model_type", None)
-    if kind not in HF_BERT_CLASSES or model_type != "bert":
-        raise ValueError(f"Bert.from_hf copies a transformers {', '.join(HF_BERT_CLASSES)} (model_type 'bert'), "
-                         f"got a {kind} (model_type {model_type!r}); load a BERT checkpoint with "
-                         f"BertForPreTraining.from_pretrained('bert-base-uncased') (or Bert.from_pretrained)")
+    check_hf_model(hf_model, HF_BERT_CLASSES, "bert", "Bert.from_hf",
+                   "BertForPreTraining.from_pretrained('bert-base-uncased') (or Bert.from_pretrained)")
     c = hf_model.config
     unsupported = {
         "hidden_act": c.hidden_act if c.hidden_act != "gelu" else None,
@@ -432,7 +398,7 @@ def _config_from_hf(hf_model) -> BertConfig:
         raise ValueError(f"this BERT uses settings lmlib's BERT does not implement: {bad}; only the original "
                          f"recipe (exact GELU, absolute positions, a bidirectional encoder) can be copied")
     state = hf_model.state_dict()
-    prefix = "" if kind == "BertModel" else "bert."
+    prefix = "" if type(hf_model).__name__ == "BertModel" else "bert."
     return BertConfig(vocab_size=c.vocab_size, block_size=c.max_position_embeddings,
                       type_vocab_size=c.type_vocab_size, num_layers=c.num_hidden_layers,
                       num_heads=c.num_attention_heads, d_model=c.hidden_size, d_ff=c.intermediate_size,

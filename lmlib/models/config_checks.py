@@ -24,6 +24,14 @@ def check_positive_ints(config, names: tuple[str, ...], minimum: int = 1) -> Non
             raise ValueError(f"{type(config).__name__}.{name} must be an int of at least {minimum}, got {value!r}")
 
 
+def check_choice(config, name: str, choices) -> None:
+    """Refuse a config whose field ``name`` is not one of ``choices``, naming the config class, the field and its
+    value."""
+    value = getattr(config, name)
+    if value not in choices:
+        raise ValueError(f"{type(config).__name__}.{name} must be one of {tuple(choices)}, got {value!r}")
+
+
 def check_probability(p: float, name: str = "p") -> float:
     """A dropout probability must lie in [0, 1): p = 1 would drop everything and divide by zero."""
     if isinstance(p, bool) or not isinstance(p, (int, float)):

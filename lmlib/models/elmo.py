@@ -16,12 +16,6 @@ Peters et al. sec. 3.4): character embeddings, convolutions of several widths ma
 layers (Srivastava et al. 2015, "Highway networks") and a linear projection. Every string gets a vector,
 including words never seen in training. Only the softmax has a word vocabulary.
 
-The file holds, in reading order: the character table (:class:`CharVocab`, :func:`encode_words`,
-:func:`encode_sentences`, :func:`encode_word_ids`), the configs, the token encoder (:class:`Highway`,
-:class:`CharCNNEncoder`), one direction's LSTM stack (:class:`LSTMStack`), the :class:`BiLM` with its joint
-loss and :func:`check_inputs`, :class:`ScalarMix` and :func:`elmo_representations`, and the task models that read
-ELMo features (:class:`FeatureProbe`, :class:`BagOfEmbeddings`, :class:`BagWithELMo`).
-
 Left out of the paper's model, to stay small: the sampled softmax over a 793k-word vocabulary (the softmax here
 is full), and the clipping of LSTM cell and projection values.
 """
@@ -407,7 +401,7 @@ class BiLM(nn.Module):
 
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
         """``nn.Module.load_state_dict``, but a checkpoint of another config says which setting differs."""
-        check_state_dict(self, state_dict, strict=strict, config_name="BiLMConfig", shape_hint=_config_hint,
+        check_state_dict(self, state_dict, strict=strict, shape_hint=_config_hint,
                          structure_fields="num_layers, num_highway, filters or the projection")
         return super().load_state_dict(state_dict, strict=strict, assign=assign)
 

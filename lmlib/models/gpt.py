@@ -16,11 +16,6 @@ with a stack of Transformer decoder blocks (2018, eq. 2):
 al. 2017); GPT-2 "moved [layer normalization] to the input of each sub-block ... and an additional layer
 normalization was added after the final self-attention block" ("pre-norm", ``GPTConfig(norm="pre")``).
 
-The file holds, in reading order: :class:`GPTConfig`, the causal self-attention with its key/value
-cache, the MLP, the block, :class:`GPT` (with :meth:`GPT.from_hf` / :meth:`GPT.from_pretrained` to copy
-OpenAI's GPT-2 weights from ``transformers``), the sampling filters (:func:`apply_temperature`,
-:func:`top_k_filter`, :func:`top_p_filter`) and :func:`generate`.
-
 Attention maps come back per layer as ``(batch, heads, query, key)`` tensors, the layout bertviz's
 ``head_view`` / ``model_view`` take: ``logits, maps = model(idx, return_attentions=True)``.
 """
@@ -35,10 +30,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..runtime import eval_mode
-from .config_checks import check_heads, check_positive_ints, check_probability, check_token_ids
+from .config_checks import check_choice, check_heads, check_positive_ints, check_probability, check_token_ids
 from .multihead import causal_mask, scaled_dot_product_attention
 from .positional import LearnedPositionalEncoding
-from .state_dicts import check_state_dict, hf_from_pretrained
+from .state_dicts import check_hf_model, check_state_dict, copy_hf_weights, hf_from_pretrained, hf_key, normal_init
 
 ACTIVATIONS = {"gelu_tanh": "tanh", "gelu": "none"}  # name -> F.gelu's `approximate`
 NORMS = ("pre", "post")
@@ -74,11 +69,8 @@ class GPTConfig:
         check_positive_ints(self, ("vocab_size", "block_size", "num_layers", "num_heads", "d_model", "d_ff"))
         check_heads(self.d_model, self.num_heads)
         check_probability(self.dropout, "dropout")
-        if self.norm not in NORMS:
-            raise ValueError(f"norm must be 'pre' (GPT-2) or 'post' (GPT-1), got {self.norm!r}")
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)} ('gelu_tanh' for GPT-1/GPT-2), "
-                             f"got {self.activation!r}")
+        check_choice(self, "norm", NORMS)
+        check_choice(self, "activation", ACTIVATIONS)
         if not self.layer_norm_eps > 0:
             raise ValueError(f"layer_norm_eps must be positive (GPT-2 uses 1e-5), got {self.layer_norm_eps}")
 
@@ -247,13 +239,7 @@ class GPT(nn.Module):
     def reset_parameters(self) -> None:
         """GPT-2's initialisation: N(0, 0.02) weights, zero biases, LayerNorm 1/0, and the projections that
         write into the residual stream scaled by 1/√N, N = 2·num_layers residual layers (2019, §2.3)."""
-        for module in self.modules():
-            if isinstance(module, (nn.Linear, nn.Embedding)):
-                nn.init.normal_(module.weight, std=0.02)
-                if getattr(module, "bias", None) is not None:
-                    nn.init.zeros_(module.bias)
-            elif isinstance(module, nn.LayerNorm):
-                module.reset_parameters()
+        normal_init(self)  # N(0, 0.02) weights, zero biases, LayerNorm 1/0
         nn.init.normal_(self.pos_emb.pe, std=0.01)  # GPT-2's position table starts smaller
         for block in self.blocks:
             for proj in (block.attn.proj, block.mlp.proj):
@@ -285,8 +271,7 @@ class GPT(nn.Module):
 
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
         """``nn.Module.load_state_dict``, but a checkpoint of another size says which setting differs."""
-        check_state_dict(self, state_dict, strict=strict, config_name="GPTConfig", shape_hint=_config_hint,
-                         companion="its vocabulary",
+        check_state_dict(self, state_dict, strict=strict, shape_hint=_config_hint, companion="its vocabulary",
                          structure_fields="num_layers, norm or bias")
         return super().load_state_dict(state_dict, strict=strict, assign=assign)
 
@@ -298,23 +283,10 @@ class GPT(nn.Module):
         transposed; each key and shape is checked, and no weight of the source may be left over. GPTConfig's one
         ``dropout`` is GPT-2's ``embd_pdrop = attn_pdrop = resid_pdrop``; a model whose three rates differ is refused.
         """
-        config = _config_from_hf(hf_model)
-        model = cls(config)
+        model = cls(_config_from_hf(hf_model))
         source = hf_model.state_dict()
-        target = model.state_dict()
-        used = set()
-        with torch.no_grad():
-            for key, param in target.items():
-                if key == "lm_head.weight":  # tied to tok_emb.weight, copied with it
-                    continue
-                hf_key = _hf_name(key)
-                assert hf_key in source, f"{hf_key} (for lmlib's {key}) is missing from the GPT-2 state dict"
-                value = source[hf_key]
-                if hf_key.endswith(HF_GPT2_TRANSPOSED):
-                    value = value.t()
-                assert value.shape == param.shape, f"{hf_key} {tuple(value.shape)} -> {key} {tuple(param.shape)}"
-                param.copy_(value)
-                used.add(hf_key)
+        used = copy_hf_weights(model, source, lambda key: hf_key(HF_GPT2_NAMES, key), "GPT-2", tied="lm_head.weight",
+                               transposed=HF_GPT2_TRANSPOSED)
         left = [k for k in source if k not in used and not k.endswith(HF_GPT2_SKIPPED)]
         assert not left, f"weights of the GPT-2 model that have no place in lmlib's GPT: {left}"
         assert torch.equal(source["lm_head.weight"], source["transformer.wte.weight"]), "GPT-2's head is not tied"
@@ -338,22 +310,10 @@ def check_inputs(model: GPT, idx: torch.Tensor, cache: KVCache | None = None) ->
                     f"input to its last tokens (idx[:, -block_size:]), as generate() does")
 
 
-def _hf_name(key: str) -> str:
-    """lmlib's parameter name -> transformers' GPT2LMHeadModel name, through HF_GPT2_NAMES."""
-    parts = key.split(".")
-    if parts[0] == "blocks":
-        return HF_GPT2_NAMES[".".join(["blocks", "{i}", *parts[2:]])].format(i=parts[1])
-    return HF_GPT2_NAMES[key]
-
-
 def _config_from_hf(hf_model) -> GPTConfig:
     """The GPTConfig of a transformers GPT2LMHeadModel, refusing models and settings lmlib's GPT cannot copy."""
-    kind = type(hf_model).__name__
-    model_type = getattr(getattr(hf_model, "config", None), "model_type", None)
-    if kind != "GPT2LMHeadModel" or model_type != "gpt2":
-        raise ValueError(f"GPT.from_hf copies a transformers GPT2LMHeadModel (model_type 'gpt2'), got a {kind} "
-                         f"(model_type {model_type!r}); load a GPT-2 checkpoint with "
-                         f"GPT2LMHeadModel.from_pretrained('gpt2') (or GPT.from_pretrained('gpt2'))")
+    check_hf_model(hf_model, ("GPT2LMHeadModel",), "gpt2", "GPT.from_hf",
+                   "GPT2LMHeadModel.from_pretrained('gpt2') (or GPT.from_pretrained('gpt2'))")
     c = hf_model.config
     activations = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}
     unsupported = {

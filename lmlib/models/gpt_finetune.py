@@ -31,6 +31,7 @@ from ..text.tokenizers import SPECIAL_TOKENS
 from ..text.truncation import head_and_tail
 from .gpt import GPT
 from .gpt import check_inputs as check_gpt_inputs
+from .state_dicts import normal_init
 
 
 @dataclass(frozen=True)
@@ -159,8 +160,7 @@ class GPTClassifier(nn.Module):
         self.gpt = gpt
         self.dropout = nn.Dropout(dropout)
         self.head = nn.Linear(gpt.config.d_model, num_classes)  # W_y
-        nn.init.normal_(self.head.weight, std=0.02)
-        nn.init.zeros_(self.head.bias)
+        normal_init(self.head)
 
     def forward(self, ids: torch.Tensor, extract_pos: torch.Tensor, pairs: bool = False) -> ClassifierOutput:
         """P(y | x^1, ..., x^m) = softmax(h_l^m W_y) (eq. 3), h_l^m the top state at each row's [extract]."""

@@ -1,11 +1,12 @@
-"""Loading a checkpoint into a model of the wrong shape, with an error that says which setting differs.
+"""The weights of the Transformer models: their initialisation, checkpoints, and copies of Hugging Face models.
 
 ``nn.Module.load_state_dict`` reports a size mismatch as a wall of tensor shapes. The models that ship or load
 checkpoints (GPT, BERT, ELMo's biLM) call :func:`check_state_dict` first, so a student who loads a checkpoint
 into a model built with another config is told which config field to change.
 
-Real weights from the Hugging Face Hub (GPT-2, BERT-base) load through :func:`hf_from_pretrained`, and a notebook
-asks :func:`real_weights` first: nothing is downloaded unless the student asked for it.
+Real weights from the Hugging Face Hub (GPT-2, BERT-base) load through :func:`hf_from_pretrained` and
+:func:`copy_hf_weights`, and a notebook asks :func:`real_weights` first: nothing is downloaded unless the student
+asked for it.
 """
 
 from __future__ import annotations
@@ -21,16 +22,27 @@ def _first(names: list[str], n: int = 4) -> str:
     return f"{names[:n]}{' ...' if len(names) > n else ''}"
 
 
+@torch.no_grad()
+def normal_init(model: nn.Module, std: float = 0.02) -> None:
+    """GPT's and BERT's initialisation: every Linear and Embedding weight from N(0, std), zero biases, LayerNorm 1/0."""
+    for module in model.modules():
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, std=std)
+            if getattr(module, "bias", None) is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.LayerNorm):
+            module.reset_parameters()
+
+
 def check_state_dict(model: nn.Module, state_dict: Mapping[str, torch.Tensor], *, strict: bool,
-                     config_name: str, shape_hint: Callable[[str], str], structure_fields: str,
-                     companion: str = "") -> None:
+                     shape_hint: Callable[[str], str], structure_fields: str, companion: str = "") -> None:
     """Raise ``ValueError`` if ``state_dict`` cannot load into ``model``, naming what differs.
 
-    ``shape_hint(key)`` says which config fields set the shape of parameter ``key``; ``structure_fields``
-    names the fields that add or remove parameters (checked only when ``strict``); ``companion`` names what
-    must come with the config, e.g. ``"its tokenizer"``.
+    ``shape_hint(key)`` says which fields of ``model.config`` set the shape of parameter ``key``;
+    ``structure_fields`` names the fields that add or remove parameters (checked only when ``strict``);
+    ``companion`` names what must come with the config, e.g. ``"its tokenizer"``.
     """
-    kind = type(model).__name__
+    kind, config_name = type(model).__name__, type(model.config).__name__
     own = model.state_dict()
     for key, value in state_dict.items():
         if key in own and tuple(value.shape) != tuple(own[key].shape):
@@ -101,3 +113,41 @@ def hf_from_pretrained(class_name: str, name: str, what: str, build_instead: str
         raise OSError(f"could not load {what} weights {name!r}: {why}. Download them once with network access "
                       f"(unset HF_HUB_OFFLINE), or pass the path of a local copy; to run without them, "
                       f"{build_instead}") from err
+
+
+def check_hf_model(hf_model, classes: tuple[str, ...], model_type: str, caller: str, load: str) -> None:
+    """Refuse a ``transformers`` model that is not one of ``classes`` with ``model_type``; ``load`` says how to
+    load the right one."""
+    kind = type(hf_model).__name__
+    found = getattr(getattr(hf_model, "config", None), "model_type", None)
+    if kind not in classes or found != model_type:
+        raise ValueError(f"{caller} copies a transformers {', '.join(classes)} (model_type {model_type!r}), got a "
+                         f"{kind} (model_type {found!r}); load a checkpoint with {load}")
+
+
+def hf_key(names: Mapping[str, str], key: str) -> str:
+    """lmlib's parameter name -> transformers' name, through ``names``, whose entries for a layer's parameters
+    write the layer index as ``{i}`` (``"blocks.{i}.ln_1.weight"``)."""
+    stack, *rest = key.split(".")
+    if rest and rest[0].isdigit():
+        return names[".".join([stack, "{i}", *rest[1:]])].format(i=rest[0])
+    return names[key]
+
+
+@torch.no_grad()
+def copy_hf_weights(model: nn.Module, source: Mapping[str, torch.Tensor], hf_name: Callable[[str], str], what: str,
+                    tied: str, transposed: tuple[str, ...] = ()) -> set[str]:
+    """Copy every parameter ``key`` of ``model`` but the ``tied`` one (copied with the embedding it shares) from the
+    transformers state dict ``source`` entry ``hf_name(key)``, transposed where that name ends with one of
+    ``transposed``, checking each name and shape. Returns the names of ``source`` that were used."""
+    used = set()
+    for key, param in model.state_dict().items():
+        if key == tied:
+            continue
+        name = hf_name(key)
+        assert name in source, f"{name} (for lmlib's {key}) is missing from the {what} state dict"
+        value = source[name].t() if name.endswith(transposed) else source[name]
+        assert value.shape == param.shape, f"{name} {tuple(value.shape)} -> {key} {tuple(param.shape)}"
+        param.copy_(value)
+        used.add(name)
+    return used

@@ -20,9 +20,7 @@ the score of query i on key j is (§3.3)
 with q_i = W_q E_i, k_j = W_{k,E} E_j, R the sinusoid table of notebook 05 indexed by the *distance* i − j, and
 u, v two learned vectors shared by every query position (they replace the query in (c) and (d)). Computing (b) and
 (d) for every pair (i, j) directly gathers a different row of R per pair; :func:`rel_shift` gets the same numbers
-from one matrix product and a reshape (appendix B). The file holds, in reading order: :class:`TransformerXLConfig`,
-:func:`relative_encoding`, :func:`rel_shift`, :func:`naive_relative_scores` (the equation written pair by pair,
-for tests and the notebook), :class:`RelativeSelfAttention`, :class:`TransformerXLBlock`, :class:`TransformerXL`.
+from one matrix product and a reshape (appendix B); :func:`naive_relative_scores` writes the equation pair by pair.
 
 ``positions="absolute"`` with ``mem_len=0`` is the plain decoder of notebooks 05 and 09 (sinusoids added to the
 embeddings, standard causal attention); the tests check it gives the same logits as lmlib's ``GPT``.
@@ -37,10 +35,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .config_checks import check_heads, check_positive_ints, check_probability, check_token_ids
+from .config_checks import check_choice, check_heads, check_positive_ints, check_probability, check_token_ids
 from .gpt import ACTIVATIONS, MLP, NORMS
 from .multihead import scaled_dot_product_attention
 from .positional import sinusoidal_encoding
+from .state_dicts import normal_init
 
 POSITIONS = ("relative", "absolute")
 
@@ -79,13 +78,9 @@ class TransformerXLConfig:
         check_positive_ints(self, ("mem_len",), minimum=0)  # 0: no memory
         check_heads(self.d_model, self.num_heads, head_multiple=2)  # the sinusoid pairs sin and cos
         check_probability(self.dropout, "dropout")
-        if self.positions not in POSITIONS:
-            raise ValueError(f"positions must be 'relative' (Transformer-XL) or 'absolute' (vanilla decoder), "
-                             f"got {self.positions!r}")
-        if self.norm not in NORMS:
-            raise ValueError(f"norm must be 'pre' or 'post', got {self.norm!r}")
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}")
+        check_choice(self, "positions", POSITIONS)
+        check_choice(self, "norm", NORMS)
+        check_choice(self, "activation", ACTIVATIONS)
         if not self.layer_norm_eps > 0:
             raise ValueError(f"layer_norm_eps must be positive (1e-5 as in GPT-2), got {self.layer_norm_eps}")
 
@@ -248,13 +243,7 @@ class TransformerXL(nn.Module):
     def reset_parameters(self) -> None:
         """GPT-2's initialisation (N(0, 0.02), zero biases, projections into the residual stream scaled by
         1/√(2·num_layers)); u and v start at N(0, 0.02) too, as in the paper's code."""
-        for module in self.modules():
-            if isinstance(module, (nn.Linear, nn.Embedding)):
-                nn.init.normal_(module.weight, std=0.02)
-                if getattr(module, "bias", None) is not None:
-                    nn.init.zeros_(module.bias)
-            elif isinstance(module, nn.LayerNorm):
-                module.reset_parameters()
+        normal_init(self)
         if self.u is not None:
             nn.init.normal_(self.u, std=0.02)
             nn.init.normal_(self.v, std=0.02)
