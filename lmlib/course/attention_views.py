@@ -94,14 +94,8 @@ def head_view(
     tokens. ``layer`` is the layer shown first and ``heads`` the heads switched on (zero-based).
     ``libraries``: "inline" (the view carries d3 and jQuery) or "shared" (it draws with :func:`library_script`'s).
     """
-    tokens = _tokens(tokens, "tokens")
-    attention = _layers(attention, "attention", len(tokens), len(tokens))
-    _check_layer_options(len(attention), include_layers, layer)
-    _check_heads(attention[0].size(1), heads, "heads")
-    raw = _bertviz().head_view(attention, tokens, sentence_b_start=sentence_b_start, layer=layer,
-                               heads=_maybe_list(heads), include_layers=_maybe_list(include_layers),
-                               prettify_tokens=prettify_tokens, html_action="return")
-    return AttentionView(self_contained(raw.data, libraries))
+    return _self_view("head", attention, tokens, libraries, sentence_b_start=sentence_b_start, layer=layer,
+                      heads=heads, include_layers=include_layers, prettify_tokens=prettify_tokens)
 
 
 def model_view(
@@ -119,14 +113,16 @@ def model_view(
 
     Same ``attention``, ``tokens`` and ``libraries`` as :func:`head_view`; ``display_mode`` is "light" or "dark".
     """
+    return _self_view("model", attention, tokens, libraries, sentence_b_start=sentence_b_start,
+                      display_mode=display_mode, include_layers=include_layers, include_heads=include_heads,
+                      prettify_tokens=prettify_tokens)
+
+
+def _self_view(view: str, attention, tokens, libraries: str, **options) -> AttentionView:
     tokens = _tokens(tokens, "tokens")
     attention = _layers(attention, "attention", len(tokens), len(tokens))
-    _check_layer_options(len(attention), include_layers, None)
-    _check_heads(attention[0].size(1), include_heads, "include_heads")
-    _check_display_mode(display_mode)
-    raw = _bertviz().model_view(attention, tokens, sentence_b_start=sentence_b_start, display_mode=display_mode,
-                                include_layers=_maybe_list(include_layers), include_heads=_maybe_list(include_heads),
-                                prettify_tokens=prettify_tokens, html_action="return")
+    options = _checked(options, view, len(attention), attention[0].size(1))
+    raw = getattr(_bertviz(), f"{view}_view")(attention, tokens, html_action="return", **options)
     return AttentionView(self_contained(raw.data, libraries))
 
 
@@ -157,21 +153,16 @@ def encoder_decoder_view(
         raise TypeError(f"{view} view does not take {', '.join(unknown)}; it takes {', '.join(sorted(allowed))}")
     if encoder_attention is None and decoder_attention is None and cross_attention is None:
         raise ValueError("give at least one of encoder_attention, decoder_attention, cross_attention")
-    needs_encoder = encoder_attention is not None or cross_attention is not None
-    needs_decoder = decoder_attention is not None or cross_attention is not None
-    if needs_encoder and encoder_tokens is None:
+    if (encoder_attention is not None or cross_attention is not None) and encoder_tokens is None:
         raise ValueError("encoder_tokens are needed to label encoder or cross-attention")
-    if needs_decoder and decoder_tokens is None:
+    if (decoder_attention is not None or cross_attention is not None) and decoder_tokens is None:
         raise ValueError("decoder_tokens are needed to label decoder or cross-attention")
     enc = _tokens(encoder_tokens, "encoder_tokens") if encoder_tokens is not None else None
     dec = _tokens(decoder_tokens, "decoder_tokens") if decoder_tokens is not None else None
-    parts = {}
-    if encoder_attention is not None:
-        parts["encoder_attention"] = _layers(encoder_attention, "encoder_attention", len(enc), len(enc))
-    if decoder_attention is not None:
-        parts["decoder_attention"] = _layers(decoder_attention, "decoder_attention", len(dec), len(dec))
-    if cross_attention is not None:
-        parts["cross_attention"] = _layers(cross_attention, "cross_attention", len(dec), len(enc))
+    given = {"encoder_attention": (encoder_attention, enc, enc), "decoder_attention": (decoder_attention, dec, dec),
+             "cross_attention": (cross_attention, dec, enc)}  # (layers, query tokens, key tokens)
+    parts = {name: _layers(layers, name, len(queries), len(keys))
+             for name, (layers, queries, keys) in given.items() if layers is not None}
     depths = {name: len(layers) for name, layers in parts.items()}
     widths = {name: layers[0].size(1) for name, layers in parts.items()}
     if len(set(depths.values())) > 1 and options.get("include_layers") is None:
@@ -180,18 +171,10 @@ def encoder_decoder_view(
                          "include_layers with layers that all of them have")
     if len(set(widths.values())) > 1:
         raise ValueError(f"the attentions have different numbers of heads {widths}; one view needs the same count")
-    _check_layer_options(min(depths.values()), options.get("include_layers"), options.get("layer"))
-    _check_heads(next(iter(widths.values())), options.get("heads", options.get("include_heads")),
-                 "heads" if view == "head" else "include_heads")
-    if "display_mode" in options:
-        _check_display_mode(options["display_mode"])
-    for key in ("include_layers", "include_heads", "heads"):
-        if options.get(key) is not None:
-            options[key] = list(options[key])
-    bertviz = _bertviz()
-    draw = bertviz.head_view if view == "head" else bertviz.model_view
     if view == "model":
         options.setdefault("display_mode", "light")
+    options = _checked(options, view, min(depths.values()), next(iter(widths.values())))
+    draw = getattr(_bertviz(), f"{view}_view")
     raw = draw(**parts, encoder_tokens=enc, decoder_tokens=dec, html_action="return", **options)
     return AttentionView(self_contained(raw.data))
 
@@ -391,28 +374,26 @@ def _layers(attention, name: str, queries: int, keys: int) -> list[torch.Tensor]
     return [a.double().round(decimals=4) for a in out]
 
 
-def _check_layer_options(num_layers: int, include_layers, layer) -> None:
+def _checked(options: dict, view: str, num_layers: int, num_heads: int) -> dict:
+    """A view's ``options``, refused when they name a layer, head or display mode the attention does not have;
+    their index sequences as lists, as bertviz needs them."""
+    include_layers, layer = options.get("include_layers"), options.get("layer")
     if include_layers is not None:
         bad = [i for i in include_layers if not 0 <= i < num_layers]
         if bad or not list(include_layers):
             raise ValueError(f"include_layers must be a non-empty list of layer indices 0..{num_layers - 1}, "
                              f"got {list(include_layers)}")
-    if layer is not None:
-        shown = list(include_layers) if include_layers is not None else list(range(num_layers))
-        if layer not in shown:
-            raise ValueError(f"layer {layer} is not among the layers shown {shown}")
-
-
-def _check_heads(num_heads: int, heads, name: str) -> None:
-    if heads is not None:
-        bad = [h for h in heads if not 0 <= h < num_heads]
-        if bad or not list(heads):
-            raise ValueError(f"{name} must be a non-empty list of head indices 0..{num_heads - 1}, got {list(heads)}")
-
-
-def _check_display_mode(mode: str) -> None:
-    if mode not in ("light", "dark"):
-        raise ValueError(f"display_mode must be 'light' or 'dark', got {mode!r}")
+    shown = list(range(num_layers)) if include_layers is None else list(include_layers)
+    if layer is not None and layer not in shown:
+        raise ValueError(f"layer {layer} is not among the layers shown {shown}")
+    name = "heads" if view == "head" else "include_heads"
+    heads = options.get(name)
+    if heads is not None and (not list(heads) or any(not 0 <= h < num_heads for h in heads)):
+        raise ValueError(f"{name} must be a non-empty list of head indices 0..{num_heads - 1}, got {list(heads)}")
+    if options.get("display_mode", "light") not in ("light", "dark"):
+        raise ValueError(f"display_mode must be 'light' or 'dark', got {options['display_mode']!r}")
+    return {key: list(value) if key in ("include_layers", "include_heads", "heads") and value is not None else value
+            for key, value in options.items()}
 
 
 def _bertviz():
@@ -421,10 +402,6 @@ def _bertviz():
     except ImportError:
         raise ImportError("the attention views draw with bertviz: pip install 'bertviz>=1.4,<1.5'") from None
     return bertviz
-
-
-def _maybe_list(values):
-    return None if values is None else list(values)
 
 
 __all__ = ["AttentionView", "head_view", "model_view", "encoder_decoder_view", "transformer_view",
