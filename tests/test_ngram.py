@@ -9,7 +9,7 @@ import pytest
 from nltk.lm import MLE, KneserNeyInterpolated, Laplace, Lidstone
 from nltk.lm.vocabulary import Vocabulary
 
-from lmlib.models.ngram import BOS, NGramLM, ngrams, ptb_perplexities
+from lmlib.models.ngram import BOS, NGramLM, ngrams
 
 TINY = [s.split() for s in ["the cat sat on the mat <eos>", "the dog sat on the log <eos>",
                             "a cat saw the dog <eos>", "the cat ran <eos>", "a dog ran on the mat <eos>"]]
@@ -214,7 +214,6 @@ def test_sampling_is_seeded_and_stops_at_eos():
     (lambda: NGramLM(2, "kn", discount=1.5).fit(HAND), "0 <= D1 <= 1"),
     (lambda: NGramLM(2, "kn", discount=0.5).fit(HAND).sample(temperature=0), "temperature must be > 0"),
     (lambda: NGramLM(2, "kn", discount=0.5).fit(HAND).perplexity([]), "cannot evaluate on an empty corpus"),
-    (lambda: ptb_perplexities([2], ["kn"], ["dev"]), "unknown PTB split 'dev'"),
     (lambda: NGramLM(2).fit([[BOS, "a"]]), "start symbol"),
 ])
 def test_bad_arguments_raise_value_errors(make, message):

@@ -16,10 +16,17 @@ from lmlib.models.seq2seq import (
     beam_search,
     check_inputs,
     greedy_decode,
-    sequence_log_prob,
 )
 from lmlib.text.translation import Seq2SeqBatch
 from lmlib.training.objectives import seq2seq_loss
+
+
+@torch.no_grad()
+def sequence_log_prob(model, src, src_mask, tokens: list[int]) -> float:
+    """log p(tokens, <eos> | src) under the eval-mode model (src: (1, S)), by teacher forcing."""
+    tgt_in = torch.tensor([[model.config.bos_id] + tokens])
+    logp, _ = model(src, src_mask, tgt_in)
+    return logp.gather(-1, torch.tensor([tokens + [model.config.eos_id]])[..., None]).sum().item()
 
 
 def small_model(attention="additive", seed=0):

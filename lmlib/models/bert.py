@@ -329,7 +329,8 @@ class BertClassifier(nn.Module):
         self.bert = bert
         self.dropout = nn.Dropout(dropout)
         self.head = nn.Linear(bert.config.d_model, num_classes)
-        normal_init(self.head)
+        nn.init.normal_(self.head.weight, std=0.02)
+        nn.init.zeros_(self.head.bias)
 
     def forward(self, input_ids: torch.Tensor, segment_ids: torch.Tensor | None = None,
                 attention_mask: torch.Tensor | None = None) -> torch.Tensor:

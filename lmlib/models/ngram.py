@@ -373,11 +373,6 @@ class NGramLM:
         """p(word | context); unknown words are read as ``<unk>``."""
         return float(self.next_distribution(context)[self.vocab[word]])
 
-    def logprob(self, word: str, context: Sequence[str] = ()) -> float:
-        """ln p(word | context) (natural log; -inf for a zero probability)."""
-        p = self.prob(word, context)
-        return math.log(p) if p > 0 else -math.inf
-
     def token_probabilities(self, sentences: Iterable[Sequence[str]]) -> np.ndarray:
         """p(w_i | history) for every predicted token of ``sentences`` (all tokens, <eos> included), shape (N,)."""
         self._check_fitted()
@@ -456,38 +451,3 @@ class NGramLM:
             out.append(row)
         return out
 
-
-def ptb_perplexities(orders: Iterable[int], smoothings: Iterable[str], splits: Iterable[str] = ("valid", "test"),
-                     **options) -> list[dict]:
-    """Fit on PTB train and evaluate: one row {order, smoothing, split, perplexity, tokens} per combination.
-
-    Counts once at the highest order (single padding) and derives every other model with ``with_settings``.
-    """
-    from ..data import load_ptb
-
-    orders, smoothings, splits = list(orders), list(smoothings), list(splits)
-    for split in splits:
-        if split not in ("train", "valid", "test"):
-            raise ValueError(f"unknown PTB split {split!r}: use 'train', 'valid' or 'test'")
-    if not orders or not smoothings:
-        raise ValueError("give at least one order and one smoothing")
-    for smoothing in smoothings:
-        if smoothing not in SMOOTHINGS:
-            raise ValueError(f"smoothing must be one of {SMOOTHINGS}, got {smoothing!r}")
-    counted = NGramLM(max(orders), "mle", **options).fit(load_ptb("train"))
-    data = {split: load_ptb(split) for split in splits}
-    rows = []
-    for smoothing in smoothings:
-        for order in orders:
-            try:
-                model = counted.with_settings(order, smoothing)
-            except ValueError as err:  # e.g. modified KN discounts of a closed-vocabulary unigram model
-                rows += [{"order": order, "smoothing": smoothing, "split": split, "perplexity": None, "tokens": 0,
-                          "error": str(err)} for split in splits]
-                continue
-            for split in splits:
-                p = model.token_probabilities(data[split])
-                with np.errstate(divide="ignore"):
-                    ppl = float(np.exp(-np.mean(np.log(p))))
-                rows.append({"order": order, "smoothing": smoothing, "split": split, "perplexity": ppl, "tokens": len(p)})
-    return rows

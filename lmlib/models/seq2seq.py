@@ -181,14 +181,11 @@ def check_inputs(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, tgt_
 
 # -- decoding ------------------------------------------------------------------------------------------
 def _select(state, index: torch.Tensor):
-    """Pick rows ``index`` of every tensor in a (nested) decoder state: how beams are reordered."""
+    """Pick rows ``index`` of every tensor in a decoder state (a tensor or a named tuple of them, nested): how
+    beams are reordered."""
     if isinstance(state, torch.Tensor):
         return state.index_select(0, index)
-    if isinstance(state, tuple) and hasattr(state, "_fields"):
-        return type(state)(*(_select(s, index) for s in state))
-    if isinstance(state, (tuple, list)):
-        return type(state)(_select(s, index) for s in state)
-    return state
+    return type(state)(*(_select(s, index) for s in state))
 
 
 class Hypothesis(NamedTuple):
@@ -283,17 +280,6 @@ def beam_search(model, src: torch.Tensor, src_mask: torch.Tensor, beam_size: int
             # out of steps: unfinished prefixes compete too (their score lacks the <eos> term)
             finished.extend(rank(p, s) for p, s in zip(prefixes, scores.tolist()))
     return sorted(finished, key=lambda h: -h.score)
-
-
-@torch.no_grad()
-def sequence_log_prob(model, src: torch.Tensor, src_mask: torch.Tensor, tokens: list[int]) -> float:
-    """log p(tokens, <eos> | src) under the model (src: (1, S)), by teacher forcing."""
-    c = model.config
-    tgt_in = torch.tensor([[c.bos_id] + tokens], device=src.device)
-    tgt_out = torch.tensor([tokens + [c.eos_id]], device=src.device)
-    with eval_mode(model):
-        logp, _ = model(src, src_mask, tgt_in)
-    return logp.gather(-1, tgt_out[..., None]).sum().item()
 
 
 def translate_examples(model, examples, src_vocab, tgt_vocab, batch_size: int = 256, max_len: int = 20) -> list[list[str]]:
