@@ -29,17 +29,6 @@ from .trainer import Callback, Trainer
 
 
 # -- variable-length BPTT -----------------------------------------------------------------------------
-def _check_sampler_args(bptt: int, p: float, sigma: float, min_len: int) -> None:
-    if bptt < 2:
-        raise ValueError(f"bptt must be at least 2, got {bptt}")
-    if not 0 < p <= 1:
-        raise ValueError(f"p (the probability of the full length) must be in (0, 1], got {p}")
-    if sigma < 0:
-        raise ValueError(f"sigma must be non-negative, got {sigma}")
-    if min_len < 1:
-        raise ValueError(f"min_len must be at least 1, got {min_len}")
-
-
 def bptt_length_sampler(bptt: int, p: float = 0.95, sigma: float = 5.0, min_len: int = 5,
                         generator: torch.Generator | None = None) -> Callable[[], int]:
     """A function drawing one window length per call:
@@ -49,7 +38,14 @@ def bptt_length_sampler(bptt: int, p: float = 0.95, sigma: float = 5.0, min_len:
     The floor ``min_len`` keeps a tail draw from producing an empty or negative window (the paper's
     code uses 5). The draws come from ``generator``, so a seeded generator repeats the same lengths.
     """
-    _check_sampler_args(bptt, p, sigma, min_len)
+    if bptt < 2:
+        raise ValueError(f"bptt must be at least 2, got {bptt}")
+    if not 0 < p <= 1:
+        raise ValueError(f"p (the probability of the full length) must be in (0, 1], got {p}")
+    if sigma < 0:
+        raise ValueError(f"sigma must be non-negative, got {sigma}")
+    if min_len < 1:
+        raise ValueError(f"min_len must be at least 1, got {min_len}")
     gen = generator if generator is not None else torch.Generator().manual_seed(0)
 
     def sample() -> int:
@@ -75,10 +71,7 @@ def length_distribution(bptt: int, p: float = 0.95, sigma: float = 5.0, min_len:
     def cdf(x: float) -> float:
         return sum(w * 0.5 * (1 + math.erf((x - b) / (sigma * math.sqrt(2)))) for w, b in ((p, bptt), (1 - p, bptt / 2)))
 
-    probs = {min_len: cdf(min_len + 1)}
-    for k in range(min_len + 1, max_len + 1):
-        probs[k] = cdf(k + 1) - cdf(k)
-    return probs
+    return {min_len: cdf(min_len + 1), **{k: cdf(k + 1) - cdf(k) for k in range(min_len + 1, max_len + 1)}}
 
 
 def variable_bptt_batches(streams: torch.Tensor, bptt: int, seed: int = 0, p: float = 0.95,
@@ -176,12 +169,18 @@ class NTASGD(Callback):
         return self.average is not None
 
     @staticmethod
-    def _params(trainer: Trainer) -> list[torch.Tensor]:
-        return [p for p in trainer.model.parameters() if p.requires_grad]
+    def _params(model: torch.nn.Module) -> list[torch.Tensor]:
+        return [p for p in model.parameters() if p.requires_grad]
+
+    @staticmethod
+    @torch.no_grad()
+    def _load(params: list[torch.Tensor], values: list[torch.Tensor]) -> None:
+        for p, v in zip(params, values):
+            p.copy_(v)
 
     def start_averaging(self, trainer: Trainer) -> None:
         """Begin averaging at the current iterate (T ← k)."""
-        self.average = [p.detach().clone() for p in self._params(trainer)]
+        self.average = [p.detach().clone() for p in self._params(trainer.model)]
         self.count = 1
         self.switch_step, self.switch_epoch = trainer.step, trainer.epoch
 
@@ -190,7 +189,7 @@ class NTASGD(Callback):
             return
         self.count += 1
         with torch.no_grad():
-            for avg, p in zip(self.average, self._params(trainer)):
+            for avg, p in zip(self.average, self._params(trainer.model)):
                 avg.add_(p.detach() - avg, alpha=1.0 / self.count)
 
     def on_epoch_end(self, trainer: Trainer, logs: dict[str, float]) -> None:
@@ -212,23 +211,17 @@ class NTASGD(Callback):
         if self.average is None:
             yield model
             return
-        params = [p for p in model.parameters() if p.requires_grad]
+        params = self._params(model)
         saved = [p.detach().clone() for p in params]
-        with torch.no_grad():
-            for p, avg in zip(params, self.average):
-                p.copy_(avg)
+        self._load(params, self.average)
         try:
             yield model
         finally:
-            with torch.no_grad():
-                for p, s in zip(params, saved):
-                    p.copy_(s)
+            self._load(params, saved)
 
     def on_fit_end(self, trainer: Trainer) -> None:
         if self.load_average_at_end and self.average is not None:
-            with torch.no_grad():
-                for p, avg in zip(self._params(trainer), self.average):
-                    p.copy_(avg)
+            self._load(self._params(trainer.model), self.average)
 
     def state_dict(self) -> dict:
         return {"logs": self.logs, "switch_step": self.switch_step, "switch_epoch": self.switch_epoch,

@@ -26,7 +26,6 @@ Run without torchrun (none of the variables set), nothing here joins or needs a 
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import os
 import re
@@ -99,13 +98,9 @@ def exit_distributed(code: int = 0) -> None:
     does nothing and returns, so a script's last line works in one process too. Call it last, once every file it
     writes is closed.
 
-    Why skip the shutdown: a gloo worker thread lets go of each finished collective a moment after the collective
-    returns, and letting go needs the interpreter's lock, because the collective holds Python objects (its tensors,
-    the caller's thread state). If the interpreter is shutting down by then, the thread cannot take the lock and
-    the process aborts ("terminate called without an active exception", SIGABRT) after all its work is done.
-    Leaving the group does not wait for those threads (PyTorch 2.13). On a 2-core machine, 10 of 60 two-process
-    runs that exited normally ended that way, and none of 60 that ended here
-    (tests/benchmarks/bench_torchrun_exit.py, lmlib/results/torchrun_exit.json)."""
+    Why skip the shutdown: a gloo worker thread releases each finished collective a moment after it returns, which
+    needs the interpreter's lock; during shutdown it cannot take it and the process aborts ("terminate called
+    without an active exception", SIGABRT) after all its work is done (tests/benchmarks/bench_torchrun_exit.py)."""
     if not in_process_group():
         return
     close_distributed()
@@ -140,20 +135,6 @@ def is_main_process() -> bool:
 
 
 # -- splitting the data ------------------------------------------------------------------------------------
-def _tensors(batch: Any) -> Iterator[torch.Tensor]:
-    if isinstance(batch, torch.Tensor):
-        yield batch
-    elif isinstance(batch, dict):
-        for value in batch.values():
-            yield from _tensors(value)
-    elif isinstance(batch, (list, tuple)):
-        for value in batch:
-            yield from _tensors(value)
-    elif dataclasses.is_dataclass(batch) and not isinstance(batch, type):
-        for f in dataclasses.fields(batch):
-            yield from _tensors(getattr(batch, f.name))
-
-
 def _position(r: int | None, n: int | None) -> tuple[int, int]:
     r, n = rank() if r is None else r, world_size() if n is None else n
     if n < 1 or not 0 <= r < n:
@@ -172,7 +153,8 @@ def shard(batch: Any, rank: int | None = None, world_size: int | None = None) ->
     r, n = _position(rank, world_size)
     if n == 1:
         return batch
-    sizes = {t.size(0) for t in _tensors(batch) if t.dim() > 0}
+    sizes = set()
+    map_tensors(batch, lambda t: (sizes.add(t.size(0)) or t) if t.dim() > 0 else t)  # walked only to read the sizes
     if len(sizes) != 1:
         raise ValueError(f"shard needs batch-major tensors (B, ...) that share one B; this batch's tensors have first "
                          f"dimensions {sorted(sizes)}")

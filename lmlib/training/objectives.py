@@ -14,14 +14,6 @@ from ..runtime import map_tensors
 from .trainer import BatchResult
 
 
-def _detach(state):
-    if state is None:
-        return None
-    if isinstance(state, torch.Tensor):
-        return state.detach()
-    return type(state)(_detach(s) for s in state)
-
-
 def next_token_loss(model, batch) -> BatchResult:
     """For stateless LMs: ``model(x)`` returns logits ``(..., vocab)`` for targets ``y`` ``(...)``: a
     window model's ``(batch, vocab)`` for ``(batch,)`` next words (the NNLM), or ``(batch, time, vocab)``
@@ -94,8 +86,8 @@ class StatefulLMLoss:
 
     def __call__(self, model, batch) -> BatchResult:
         x, y = batch
-        logits, state = model(x, _detach(self.state))
-        self.state = _detach(state)
+        logits, state = model(x, map_tensors(self.state, torch.Tensor.detach))
+        self.state = map_tensors(state, torch.Tensor.detach)
         loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1))
         return BatchResult(loss, y.numel())
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
@@ -26,24 +26,12 @@ from .callbacks import LRSchedule
 from .trainer import Callback, Trainer
 
 
-def _check_stlr_args(T: int, cut_frac: float, ratio: float, eta_max: float) -> None:
-    if not isinstance(T, int) or T < 1:
-        raise ValueError(f"T (the number of training iterations) must be a positive integer, got {T!r}")
-    if not 0 < cut_frac < 1:
-        raise ValueError(f"cut_frac must lie strictly between 0 and 1 (the paper uses 0.1), got {cut_frac}")
-    if ratio < 1:
-        raise ValueError(f"ratio (how much smaller the lowest rate is than eta_max) must be >= 1, got {ratio}")
-    if eta_max <= 0:
-        raise ValueError(f"eta_max must be positive, got {eta_max}")
-
-
 def stlr_cut(T: int, cut_frac: float) -> int:
     """cut = ⌊T · cut_frac⌋, the last warm-up iteration of STLR, computed exactly.
 
     In floating point the product can fall just below a whole number: 0.29 is stored as
-    0.28999999999999998002..., so ``math.floor(100 * 0.29)`` gives 28, not 29 (178 such (T, cut_frac)
-    pairs for T ≤ 3000 and two-decimal cut_frac). ``cut_frac`` is therefore read as the decimal a person
-    typed: ``Fraction(str(cut_frac))`` turns the float into the shortest decimal that rounds to it
+    0.28999999999999998002..., so ``math.floor(100 * 0.29)`` gives 28, not 29. ``cut_frac`` is therefore read
+    as the decimal a person typed: ``Fraction(str(cut_frac))`` turns the float into the shortest decimal that rounds to it
     (``str(0.29) == '0.29'``, so 29/100), and the floor is taken in exact arithmetic. A value that is not
     a short decimal keeps all its digits (``str(0.1 + 0.2) == '0.30000000000000004'``); ``Fraction`` and
     ``Decimal`` inputs are used as they are.
@@ -78,7 +66,14 @@ def stlr(t: int, T: int, cut_frac: float = 0.1, ratio: float = 32.0, eta_max: fl
     with T = 1 the single step uses η_max). ``cut`` is the exact floor of :func:`stlr_cut` (T = 100,
     cut_frac = 0.29 gives 29, where the float product, a hair under 29, would floor to 28).
     """
-    _check_stlr_args(T, cut_frac, ratio, eta_max)
+    if not isinstance(T, int) or T < 1:
+        raise ValueError(f"T (the number of training iterations) must be a positive integer, got {T!r}")
+    if not 0 < cut_frac < 1:
+        raise ValueError(f"cut_frac must lie strictly between 0 and 1 (the paper uses 0.1), got {cut_frac}")
+    if ratio < 1:
+        raise ValueError(f"ratio (how much smaller the lowest rate is than eta_max) must be >= 1, got {ratio}")
+    if eta_max <= 0:
+        raise ValueError(f"eta_max must be positive, got {eta_max}")
     if not isinstance(t, int) or not 0 <= t < T:
         raise ValueError(f"t must be an integer iteration in [0, T) = [0, {T}), got {t!r}")
     cut = stlr_cut(T, cut_frac)
@@ -100,7 +95,7 @@ class STLR(LRSchedule):
     """
 
     def __init__(self, T: int, cut_frac: float = 0.1, ratio: float = 32.0):
-        _check_stlr_args(T, cut_frac, ratio, 1.0)
+        stlr(0, T, cut_frac, ratio, eta_max=1.0)  # validates the arguments now rather than at the first step
         self.T, self.cut_frac, self.ratio = T, cut_frac, ratio
         self.start_step: int | None = None
         super().__init__(self._factor)
@@ -240,7 +235,6 @@ class LRFinderResult:
     suggestion: float
     rule: str
     diverged: bool = False
-    extra: dict = field(default_factory=dict)
 
 
 def suggest_lr(lrs: list[float], smoothed: list[float], skip_start: int = 2, skip_end: int = 1) -> float:
