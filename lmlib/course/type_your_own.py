@@ -22,6 +22,7 @@ The work behind each view is a plain function (``fill_in``, ``attention_maps``, 
 from __future__ import annotations
 
 import html
+import importlib
 import re
 from collections.abc import Callable, Sequence
 from functools import lru_cache
@@ -41,18 +42,9 @@ MARK = re.compile(r"\*([^*\s]+)\*")   # the word a view is about, written *like 
 def shipped(name: str):
     """The shipped checkpoint ``name`` ("gpt", "bert" or "elmo"), loaded on first use and kept: ``(model,
     tokenizer)`` for GPT and BERT, ``(bilm, vocab)`` for ELMo."""
-    if name == "gpt":
-        from lmlib.recipes import gpt as G
-        model, tokenizer, _ = G.load_pretrained()
-        return model, tokenizer
-    if name == "bert":
-        from lmlib.recipes import bert as B
-        return B.load_pretrained()
-    if name == "elmo":
-        from lmlib.recipes import elmo as R
-        bilm, vocab, _ = R.load_pretrained()
-        return bilm, vocab
-    raise ValueError(f"no shipped model {name!r}; choose 'gpt', 'bert' or 'elmo'")
+    if name not in ("gpt", "bert", "elmo"):
+        raise ValueError(f"no shipped model {name!r}; choose 'gpt', 'bert' or 'elmo'")
+    return tuple(importlib.import_module(f"lmlib.recipes.{name}").load_pretrained()[:2])
 
 
 # -- the box every view shares ---------------------------------------------------------------------------------
@@ -90,13 +82,10 @@ def show(output, *objects) -> None:
     """Make the ipywidgets ``Output`` show ``objects`` (anything ``display`` takes): a view's first drawing, made
     while its cell runs.
 
-    The outputs are set as the widget's state from the kernel, not captured with ``with output:
-    clear_output(wait=True); display(...)``: run by Voilà, a capture during the cell is mirrored by nbclient's
-    server-side Output widget, which sends the new state on the kernel's shell socket without awaiting the send,
-    and the cell's execute_reply can then go unseen: Voilà waits for it with no timeout and the page stalls at
-    "Executing N of M" (voila-dashboards/voila#1428; measured: the reply read only when a 40 s cell timeout woke
-    the poll). Redraws after the cell (a control moved, text typed) keep the capture: Lab does not replace a plotly
-    figure whose Output is given new outputs as state, it stacks the new one under the old."""
+    The outputs are set as the widget's state, not captured with ``with output: display(...)``: under Voilà a
+    capture during the cell can leave the cell's execute_reply unseen and the page stalled at "Executing N of M"
+    (voila-dashboards/voila#1428). Redraws after the cell keep the capture: Lab stacks a plotly figure given as
+    new state under the old one instead of replacing it."""
     from IPython.core.interactiveshell import InteractiveShell
 
     formatted = (InteractiveShell.instance().display_formatter.format(o) for o in objects)
