@@ -75,10 +75,6 @@ def _shown(value: object) -> str:
     return str(value)
 
 
-def _difference(d: float, se: float | None) -> str:
-    return f"{d:+.3f}" + (f" ± {se:.3f}" if se is not None else " (1 seed)")
-
-
 # -- notebook 11: the memory study and the scaling runs ---------------------------------------------------------
 
 XL_NAMES = {"xl": "Transformer-XL (memory 64)", "relative_no_memory": "relative positions, no memory",
@@ -202,7 +198,7 @@ def pretraining_gains_table(rows: Sequence[Mapping], pairs: Sequence[tuple[str, 
     """:func:`pretraining_gains` as an HTML table."""
     return html_table(
         ["dataset", "labels", "pretrained", "minus", "difference", "verdict"],
-        [[g["dataset"], f"{g['n_labels']:,}", g["pretrained"], g["scratch"], _difference(g["difference"], g["se"]),
+        [[g["dataset"], f"{g['n_labels']:,}", g["pretrained"], g["scratch"], mean_se(g["difference"], g["se"], 1, signed=True),
           g["verdict"]] for g in pretraining_gains(rows, pairs)],
         numeric=[False, True, False, False, True, False],
         caption="pretrained minus the same architecture from random weights (± standard error; within noise: "
@@ -253,7 +249,7 @@ def lesson_checks_table(models: tuple[str, ...]):
     difference ± its standard error, the bar, and whether it holds."""
     return html_table(["model", "check", "labels", "difference", "bar", "verdict"],
                       [[results.GPU_NAMES[model][0], c["check"], f"{c['n_labels']:,}",
-                        _difference(c["difference"], c["se"]), f"≥ {c['bar']:+.2f}",
+                        mean_se(c["difference"], c["se"], 1, signed=True), f"≥ {c['bar']:+.2f}",
                         "holds" if c["holds"] else "falls short"]
                        for model in models for c in results.lesson_checks(model)],
                       numeric=[False, False, True, True, True, False])

@@ -259,16 +259,14 @@ def _tokens(n: int) -> str:
 
 def gains_table(points: list[dict]):
     """The points of :func:`transfer_gains` as an HTML table, one row per point."""
-    from .tables import html_table
-
-    def pm(value, se):
-        return f"{value:+.3f}" + (f" ± {se:.3f}" if se is not None else " (1 seed)")
+    from .tables import html_table, mean_se
 
     return html_table(
         ["model", "checkpoint", "IMDb tokens read", "panel", "what is compared", "gain",
          "bag of words − the same random init", "result file"],
-        [[p["model"], p["budget"], _tokens(p["tokens"]), PANELS[p["kind"]], p["what"], pm(p["gain"], p["se"]),
-          "" if p["bow_gap"] is None else pm(p["bow_gap"], p["bow_gap_se"]), p["source"]] for p in points],
+        [[p["model"], p["budget"], _tokens(p["tokens"]), PANELS[p["kind"]], p["what"],
+          mean_se(p["gain"], p["se"], 1, signed=True), mean_se(p["bow_gap"], p["bow_gap_se"], 1, signed=True),
+          p["source"]] for p in points],
         numeric=[False, False, True, False, False, True, True, False],
         caption=f"transfer gain at {points[0]['n_labels']:,} labels: pretrained minus the same architecture from "
                 "random weights (± standard error of the difference)" if points else None)
