@@ -39,7 +39,6 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from ..data import load_imdb
 from ..models.bert import Bert, BertClassifier, BertConfig, check_inputs
 from ..runtime import eval_mode, seed_everything
 from ..text.bert_data import (
@@ -60,7 +59,7 @@ from ..training.distributed import mean_over_ranks
 from ..training.schedules import weight_decay_groups
 from ..training.trainer import BatchResult, Callback, Trainer, to_device
 from .finetuning import finetune_plan
-from .pretraining import PretrainRun, RunOptions, plan
+from .pretraining import PretrainRun, RunOptions, last_losses, loss_curve, plan, unsup_split
 from .shipping import PRETRAINED_DIR, load_shipped, round_to_fp16, save_shipped, verify_shipped
 
 NAME = "bert_imdb"
@@ -110,19 +109,6 @@ def encode_documents(tokenizer: WordPiece, texts: Sequence[str]) -> list[list[li
         sentences = [tokenizer.encode(s) for s in split_sentences(text)]
         documents.append([s for s in sentences if s])
     return documents
-
-
-def unsup_split(valid_reviews: int = PRETRAIN_RECIPE["valid_reviews"]) -> tuple[list[str], list[str]]:
-    """IMDb's 50,000 unlabelled reviews as (train, held-out): the last ``valid_reviews`` are held out."""
-    texts = load_imdb("unsup").texts
-    if not 0 < valid_reviews < len(texts):
-        raise ValueError(f"valid_reviews must be in (0, {len(texts)}), got {valid_reviews}")
-    return list(texts[:-valid_reviews]), list(texts[-valid_reviews:])
-
-
-def train_tokenizer(texts: Sequence[str], recipe: dict = TOKENIZER_RECIPE) -> WordPiece:
-    """lmlib's WordPiece trained on ``texts`` with ``recipe`` (BERT's five special tokens first)."""
-    return WordPiece.train(texts, recipe["vocab_size"], score=recipe["score"], min_frequency=recipe["min_frequency"])
 
 
 # -- the pretraining objective -------------------------------------------------------------------------------
@@ -271,7 +257,11 @@ def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full"
     train_texts, valid_texts = unsup_split(recipe["valid_reviews"])
     train_texts = train_texts[: recipe.get("train_reviews")]  # every one unless the preset takes fewer
     start = time.perf_counter()
-    tokenizer = load_tokenizer()[0] if packed else train_tokenizer(train_texts, tokenizer_recipe)
+    if packed:
+        tokenizer = load_tokenizer()[0]
+    else:  # BERT's five special tokens first
+        tokenizer = WordPiece.train(train_texts, tokenizer_recipe["vocab_size"], score=tokenizer_recipe["score"],
+                                    min_frequency=tokenizer_recipe["min_frequency"])
     tokenizer_seconds = time.perf_counter() - start
     specials = SpecialIds.from_tokenizer(tokenizer)
     documents = encode_documents(tokenizer, train_texts)
@@ -312,9 +302,7 @@ def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full"
             tokens_seen[0] = tokens_seen[0] + b.attention_mask.sum()  # a tensor: read once, at the end
             yield b
 
-    start = time.perf_counter()
     job.fit(trainer, batches)  # a resumed run counts the tokens of the batches it skips, too
-    train_seconds = time.perf_counter() - start
     if not job.writes:
         return None
     model.cpu()
@@ -334,12 +322,9 @@ def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full"
         "train_reviews": len(train_texts), "train_sentences": n_sentences,
         ("train_instances" if packed else "train_pairs"): len(pairs),
         "pairs_seen": trainer.step * recipe["batch_size"], "tokens_seen": int(tokens_seen[0]), "steps": trainer.step,
-        "final_train_loss": losses[-1], "mean_train_loss_last_100": sum(losses[-100:]) / len(losses[-100:]),
-        "train_loss_per_100_steps": [sum(losses[i: i + 100]) / len(losses[i: i + 100])
-                                     for i in range(0, len(losses), 100)],
+        **last_losses(losses), "train_loss_per_100_steps": [row["loss"] for row in loss_curve(losses)],
         **({"heldout_curve_256_pairs": curve[0].rows} if curve else {}),
         "valid": metrics, "valid_slice_256": slice_metrics,
-        "train_seconds": train_seconds, "torch_threads": torch.get_num_threads(),
     }
     report = save_shipped(out_dir, NAME, model.state_dict(), config.__dict__, job.annotate(report),
                           side_files={"tokenizer.json": tokenizer.save}, skip=("mlm.decoder.weight",))
@@ -451,7 +436,7 @@ def finetune(model: BertClassifier, inputs: Sequence[Sequence[int]], labels: Seq
     warmup = max(1, int(r["warmup_frac"] * T))
     opt = torch.optim.AdamW(weight_decay_groups(model, r["weight_decay"]), lr=r["lr"])
     trainer = Trainer(model, opt, classification_loss,
-                      [LRSchedule(lambda t: warmup_linear(t, T, warmup)), GradientClipping(r["clip"]), *callbacks],
+                      [WarmupLinear(T, warmup), GradientClipping(r["clip"]), *callbacks],
                       device=device)
     trainer.fit(lambda epoch: classification_batches(inputs, labels, r["batch_size"], pad, shuffle=True,
                                                      seed=seed + 1000 * epoch), epochs=epochs)

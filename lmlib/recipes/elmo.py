@@ -32,7 +32,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..data import load_imdb
 from ..models.elmo import (  # noqa: F401 (notebook 08 and the benchmarks read the task models here)
     BagOfEmbeddings,
     BagWithELMo,
@@ -50,7 +49,7 @@ from ..training.callbacks import GradientClipping
 from ..training.distributed import mean_over_ranks
 from ..training.schedules import WarmupCosine
 from ..training.trainer import Trainer
-from .pretraining import PretrainRun, RunOptions, loss_curve, plan
+from .pretraining import PretrainRun, RunOptions, last_losses, loss_curve, plan, unsup_split
 from .shipping import PRETRAINED_DIR, load_shipped, save_shipped
 
 NAME = "elmo_imdb"
@@ -114,26 +113,18 @@ def encode_batch(sentences: Sequence[Sequence[str]], vocab: Vocab,
             encode_word_ids([[w.lower() for w in s] for s in sentences], vocab))
 
 
-def _unsup_texts(valid_reviews: int) -> list[str]:
-    texts = load_imdb("unsup").texts
-    if not 0 < valid_reviews < len(texts):
-        raise ValueError(f"valid_reviews must be in (0, {len(texts)}), got {valid_reviews}")
-    return texts
-
-
 def unsup_sentences(valid_reviews: int = PRETRAIN_RECIPE["valid_reviews"],
                     train_reviews: int | None = None) -> tuple[list[list[str]], list[list[str]]]:
     """IMDb's 50,000 unlabelled reviews as sentences, (train, held-out): the last ``valid_reviews`` reviews are
     held out; training uses the first ``train_reviews`` of the others (default: all)."""
-    texts = _unsup_texts(valid_reviews)
-    return ([s for t in texts[:-valid_reviews][:train_reviews] for s in sentences_of(t)],
-            held_out_sentences(valid_reviews))
+    train, held_out = unsup_split(valid_reviews)
+    return [s for t in train[:train_reviews] for s in sentences_of(t)], [s for t in held_out for s in sentences_of(t)]
 
 
 def held_out_sentences(valid_reviews: int = PRETRAIN_RECIPE["valid_reviews"]) -> list[list[str]]:
     """The sentences of the last ``valid_reviews`` unlabelled reviews, never trained on (the second half of
     :func:`unsup_sentences`)."""
-    return [s for t in _unsup_texts(valid_reviews)[-valid_reviews:] for s in sentences_of(t)]
+    return [s for t in unsup_split(valid_reviews)[1] for s in sentences_of(t)]
 
 
 def random_batches(sentences: Sequence[Sequence[str]], vocab: Vocab, batch_size: int, steps: int, seed: int,
@@ -244,7 +235,6 @@ def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full"
                        GradientClipping(recipe["clip"]), job.progress(lambda batch: (batch[1] != pad).sum()),
                        *job.milestones(tokens_per_step, milestone)],
                       **job.trainer_options())
-    start = time.perf_counter()
     tokens = [0]
 
     def batches(epoch):
@@ -256,7 +246,6 @@ def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full"
             yield chars, ids
 
     job.fit(trainer, batches)  # a resumed run counts the tokens of the batches it skips, too
-    train_seconds = time.perf_counter() - start
     if not job.writes:
         return None
     model.cpu()
@@ -267,11 +256,8 @@ def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full"
         "model": "ELMo biLM (lmlib.models.elmo), pretrained on IMDb's unlabelled reviews",
         "config": config.__dict__, "recipe": recipe, "parameters": sum(p.numel() for p in model.parameters()),
         "train_sentences": len(train), "train_words": n_words, "vocab_coverage": coverage,
-        "tokens_seen": int(tokens[0]), "steps": trainer.step,
-        "final_train_loss": trainer.batch_losses[-1],
-        "mean_train_loss_last_100": sum(trainer.batch_losses[-100:]) / len(trainer.batch_losses[-100:]),
+        "tokens_seen": int(tokens[0]), "steps": trainer.step, **last_losses(trainer.batch_losses),
         "valid_sentences": len(valid), **{f"valid_{k}": v for k, v in metrics.items()},
-        "train_seconds": train_seconds, "torch_threads": torch.get_num_threads(),
     }
     if preset != "full":
         report["train_loss_curve"] = loss_curve(trainer.batch_losses)
@@ -327,13 +313,15 @@ def pooled_features(bilm: BiLM, texts: Sequence[str], max_tokens: int, batch_siz
     """``(n_texts, L + 1, 2d)``: every layer averaged over the words of each text's first ``max_tokens`` tokens
     (:func:`review_sentences`); a text with no tokens gets zeros. Mean pooling is linear, so the scalar mix of
     these averages equals the average of the per-word mixes."""
-    sentences, owner = [], []
-    for t, text in enumerate(texts):
-        for sentence in review_sentences(text, max_tokens):
-            sentences.append(sentence)
-            owner.append(t)
-    words = token_features(bilm, sentences, batch_size).cpu()  # (n_words, L + 1, 2d), from the biLM's device
-    index = torch.tensor([t for t, s in zip(owner, sentences) for _ in s], dtype=torch.long)
+    return mean_over_words(bilm, [review_sentences(text, max_tokens) for text in texts], batch_size)
+
+
+def mean_over_words(bilm: BiLM, texts: Sequence[Sequence[Sequence[str]]], batch_size: int = 128) -> torch.Tensor:
+    """``(n_texts, L + 1, 2d)``: every layer averaged over the words of each text, given as its pieces (sentences,
+    each read alone by :func:`token_features`); a text with no words gets zeros."""
+    pieces = [piece for text in texts for piece in text]
+    words = token_features(bilm, pieces, batch_size).cpu()  # (n_words, L + 1, 2d), from the biLM's device
+    index = torch.tensor([t for t, text in enumerate(texts) for piece in text for _ in piece], dtype=torch.long)
     sums = torch.zeros(len(texts), *words.shape[1:]).index_add_(0, index, words)
     counts = torch.zeros(len(texts)).index_add_(0, index, torch.ones(len(index)))
     return sums / counts.clamp(min=1).view(-1, 1, 1)

@@ -25,7 +25,6 @@ from pathlib import Path
 
 import torch
 
-from ..data import load_imdb
 from ..models.gpt import GPT, GPTConfig
 from ..models.gpt_finetune import FinetuneTokens, GPTClassifier, classification_input, finetune_batches
 from ..runtime import eval_mode, seed_everything
@@ -35,7 +34,7 @@ from ..training.objectives import gpt_finetune_loss, next_token_loss
 from ..training.schedules import WarmupCosine, weight_decay_groups
 from ..training.trainer import Trainer, evaluate
 from .finetuning import finetune_plan
-from .pretraining import PretrainRun, RunOptions, plan
+from .pretraining import PretrainRun, RunOptions, last_losses, plan, unsup_split
 from .shipping import PRETRAINED_DIR, load_shipped, save_shipped, verify_shipped
 
 NAME = "gpt_imdb"
@@ -56,14 +55,6 @@ PRETRAIN_TEACH = dict(recipe=dict(steps=40, batch_size=8, train_reviews=400, val
                       tokenizer=dict(vocab_size=512))
 # `--preset gpu`: 256 windows a step at the same rate (what the shipped checkpoint was trained with), the shipped BPE
 PRETRAIN_GPU = dict(recipe=dict(batch_size=256, steps=7680, warmup=200), bf16=True)
-
-
-def unsup_split(valid_reviews: int = PRETRAIN_RECIPE["valid_reviews"]) -> tuple[list[str], list[str]]:
-    """IMDb's 50,000 unlabelled reviews as (train, held-out): the last ``valid_reviews`` are held out."""
-    texts = load_imdb("unsup").texts
-    if not 0 < valid_reviews < len(texts):
-        raise ValueError(f"valid_reviews must be in (0, {len(texts)}), got {valid_reviews}")
-    return list(texts[:-valid_reviews]), list(texts[-valid_reviews:])
 
 
 def encode_stream(tokenizer: ByteLevelBPE, texts: Sequence[str]) -> torch.Tensor:
@@ -167,11 +158,9 @@ def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full"
                       [WarmupCosine(recipe["steps"], recipe["warmup"], recipe["min_ratio"]),
                        GradientClipping(recipe["clip"]), job.progress(lambda batch: batch[0].numel())],
                       **job.trainer_options())
-    start = time.perf_counter()
     stream = train_stream.to(job.device)  # windows are gathered on the device
     job.fit(trainer, lambda epoch: random_windows(stream, config.block_size, recipe["batch_size"], recipe["steps"],
                                                   recipe["seed"]))
-    train_seconds = time.perf_counter() - start
     if not job.writes:
         return None
     model.cpu()  # the held-out streams live on the CPU
@@ -185,11 +174,9 @@ def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full"
         "recipe": recipe, "parameters": model.num_parameters(),
         "tokens_seen": trainer.step * recipe["batch_size"] * config.block_size, "steps": trainer.step,
         "train_stream_tokens": int(train_stream.numel()),
-        "final_train_loss": trainer.batch_losses[-1],
-        "mean_train_loss_last_100": sum(trainer.batch_losses[-100:]) / len(trainer.batch_losses[-100:]),
+        **last_losses(trainer.batch_losses),
         "valid_tokens": n_tokens, "valid_nll": valid_nll, "valid_ppl": math.exp(valid_nll),
         "valid_bits_per_char": bits_per_char(valid_nll, tokenizer, valid_stream[1: n_tokens + 1]),  # the targets
-        "train_seconds": train_seconds, "torch_threads": torch.get_num_threads(),
     }
     report = save_shipped(out_dir, NAME, model.state_dict(), config.__dict__, job.annotate(report),
                           side_files={"tokenizer.json": tokenizer.save}, skip=("lm_head.weight",))

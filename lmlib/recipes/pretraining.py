@@ -41,6 +41,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +49,7 @@ from typing import Any
 
 import torch
 
+from ..data import load_imdb
 from ..runtime import pick_device
 from ..training.callbacks import StepProgress, TimeBudget
 from ..training.distributed import is_distributed, is_main_process, shard_batches, world_size
@@ -130,8 +132,17 @@ def plan(preset: str, steps: int | None, recipe: Mapping, config: Mapping, teach
     return recipe, {**config, **over.get("config", {})}, {**(tokenizer or {}), **over.get("tokenizer", {})}
 
 
-def _jsonable(value: Any) -> Any:
-    return json.loads(json.dumps(value))
+def unsup_split(valid_reviews: int = 1000) -> tuple[list[str], list[str]]:
+    """IMDb's 50,000 unlabelled reviews as (train, held-out): the last ``valid_reviews`` are held out."""
+    texts = load_imdb("unsup").texts
+    if not 0 < valid_reviews < len(texts):
+        raise ValueError(f"valid_reviews must be in (0, {len(texts)}), got {valid_reviews}")
+    return list(texts[:-valid_reviews]), list(texts[-valid_reviews:])
+
+
+def last_losses(losses: list[float]) -> dict:
+    """A report's last training loss and the mean of the last 100."""
+    return {"final_train_loss": losses[-1], "mean_train_loss_last_100": sum(losses[-100:]) / len(losses[-100:])}
 
 
 class _RunControl(Callback):
@@ -198,11 +209,12 @@ class PretrainRun:
         self.device = pick_device(self.options.device)
         # the gpu preset's bf16 (for the models that allow it) applies on a GPU; --bf16 anywhere
         self.bf16 = self.options.bf16 or (bf16 and preset == "gpu" and self.device.type == "cuda")
-        self.meta = _jsonable({"model": name, **meta, "bf16": self.bf16, "world_size": world_size()})
+        self.meta = json.loads(json.dumps({"model": name, **meta, "bf16": self.bf16, "world_size": world_size()}))
         self.resume_path = self.out_dir / RESUME
         self.world_sizes = [world_size()]  # one entry per stretch of the run; more than one after a resume elsewhere
         self.resumed_from_world_size: int | None = None  # the process count that wrote the resume.pt being resumed
         self._progress: StepProgress | None = None
+        self.train_seconds = 0.0  # of the last fit
         self._check_out_dir()
 
     # -- the folder ------------------------------------------------------------------------------------------
@@ -316,7 +328,7 @@ class PretrainRun:
     def fit(self, trainer: Trainer, batches: Callable[[int], Any]) -> Trainer:
         """One epoch of ``batches`` (a function ``epoch -> batches``, each the global batch), split between the ranks
         under torchrun, with the periodic checkpoint; after loading ``resume.pt`` when resuming. Then, on rank 0, the
-        summary line of :meth:`progress` (also when the run stops after ``stop_after``)."""
+        summary line of :meth:`progress` (also when the run stops after ``stop_after``). Sets ``train_seconds``."""
         if self.options.deadline is not None:
             trainer.callbacks.append(TimeBudget(self.options.deadline, steps=self.meta["recipe"]["steps"]))
         trainer.callbacks.append(_RunControl(self))
@@ -328,6 +340,7 @@ class PretrainRun:
                     print(f"note: written by {self.resumed_from_world_size} process(es), continued by {world_size()}: "
                           f"the same global batches, so the same steps up to float rounding (not bit for bit)",
                           flush=True)
+        start = time.perf_counter()
         try:
             trainer.fit(shard_batches(batches) if is_distributed() else batches, epochs=1)
         except StopRequested:
@@ -336,6 +349,7 @@ class PretrainRun:
         finally:
             if self._progress is not None:
                 self._progress.close()
+        self.train_seconds = time.perf_counter() - start
         self._summarize()
         return trainer
 
@@ -350,7 +364,9 @@ class PretrainRun:
         return is_main_process()
 
     def annotate(self, report: dict) -> dict:
-        """``report`` plus how the run differed from the recorded single-process float32 CPU run, if it did."""
+        """``report`` plus the training time and threads, and how the run differed from the recorded single-process
+        float32 CPU run, if it did."""
+        report = {**report, "train_seconds": self.train_seconds, "torch_threads": torch.get_num_threads()}
         run = {"device": self.device.type, "bf16": self.bf16, "world_size": world_size()}
         if self.device.type == "cuda":
             run.update(device_name=torch.cuda.get_device_name(self.device), torch=torch.__version__)
@@ -365,4 +381,4 @@ class PretrainRun:
 
 
 __all__ = ["PRESETS", "RESUME", "GPU_LOG_EVERY", "PretrainError", "StopRequested", "RunOptions", "plan", "Milestones",
-           "milestone_name", "loss_curve", "PretrainRun"]
+           "milestone_name", "loss_curve", "last_losses", "unsup_split", "PretrainRun"]

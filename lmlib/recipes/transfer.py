@@ -127,27 +127,26 @@ def ulmfit_features(lm, vocab, texts: Sequence[str], max_tokens: int = MAX_TOKEN
     ``vocab``, :func:`head_and_tail` to ``max_tokens``), then concat pooling (:func:`lmlib.models.ulmfit.concat_pool`)
     of each LSTM layer's output, and the mean of the input embeddings."""
     from ..models.ulmfit import concat_pool
+    from ..runtime import eval_mode
     from . import ulmfit as U
 
     encoder = lm.encoder
-    was_training = encoder.training
-    encoder.eval()
     seqs = [U.head_and_tail(ids, max_tokens) for ids in U.encode_texts(vocab, [U.review_tokens(t) for t in texts])]
     pad = encoder.config.pad_id
     order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))  # similar lengths together: little padding
     concat, embeddings = [None] * len(seqs), [None] * len(seqs)
-    for start in range(0, len(order), batch_size):
-        idx = order[start: start + batch_size]
-        width = max(len(seqs[i]) for i in idx)
-        ids = torch.tensor([seqs[i] + [pad] * (width - len(seqs[i])) for i in idx])  # (B, T), right padding
-        mask = torch.arange(width)[None] < torch.tensor([len(seqs[i]) for i in idx])[:, None]  # (B, T)
-        outputs, _, _ = encoder(ids)  # L of (B, T, d_l)
-        pooled = torch.cat([concat_pool(h, mask) for h in outputs], dim=1)  # (B, Σ 3 d_l)
-        m = mask[..., None].float()
-        mean_embed = (encoder.embedding(ids) * m).sum(1) / m.sum(1)  # (B, embed_size)
-        for b, i in enumerate(idx):
-            concat[i], embeddings[i] = pooled[b], mean_embed[b]
-    encoder.train(was_training)
+    with eval_mode(encoder):
+        for start in range(0, len(order), batch_size):
+            idx = order[start: start + batch_size]
+            width = max(len(seqs[i]) for i in idx)
+            ids = torch.tensor([seqs[i] + [pad] * (width - len(seqs[i])) for i in idx])  # (B, T), right padding
+            mask = torch.arange(width)[None] < torch.tensor([len(seqs[i]) for i in idx])[:, None]  # (B, T)
+            outputs, _, _ = encoder(ids)  # L of (B, T, d_l)
+            pooled = torch.cat([concat_pool(h, mask) for h in outputs], dim=1)  # (B, Σ 3 d_l)
+            m = mask[..., None].float()
+            mean_embed = (encoder.embedding(ids) * m).sum(1) / m.sum(1)  # (B, embed_size)
+            for b, i in enumerate(idx):
+                concat[i], embeddings[i] = pooled[b], mean_embed[b]
     return {"concat": torch.stack(concat), "embeddings": torch.stack(embeddings)}
 
 
@@ -158,13 +157,17 @@ def ulmfit_probes(lm, vocab, data: ProbeData, config: ProbeConfig = ProbeConfig(
     from ..models.awd_lstm import AWDLSTMLanguageModel
 
     torch.manual_seed(seed)
-    random_lm = AWDLSTMLanguageModel(lm.config)
+    return _both_inits(lm, AWDLSTMLanguageModel(lm.config),
+                       lambda m, texts: ulmfit_features(m, vocab, texts, max_tokens), data, config)
+
+
+def _both_inits(pretrained, random, features: Callable, data: ProbeData, config: ProbeConfig) -> list[dict]:
+    """:func:`probe_rows` on ``features(model, texts)`` of the ``pretrained`` and of the ``random`` model, on every
+    text of ``data``."""
     texts = data.texts()
     index = {t: i for i, t in enumerate(texts)}
-    rows = []
-    for init, model in (("pretrained", lm), ("random", random_lm)):
-        rows += probe_rows(ulmfit_features(model, vocab, texts, max_tokens), index, data, init, config)
-    return rows
+    return [row for init, model in (("pretrained", pretrained), ("random", random))
+            for row in probe_rows(features(model, texts), index, data, init, config)]
 
 
 # -- ELMo: the biLM -------------------------------------------------------------------------------------------
@@ -198,16 +201,8 @@ def elmo_features(bilm, texts: Sequence[str], max_tokens: int = MAX_TOKENS,
     A review with no words gets zeros."""
     from . import elmo as E
 
-    pieces, owner = [], []
-    for t, text in enumerate(texts):
-        for piece in head_and_tail_sentences(E.sentences_of(text, min_words=1), max_tokens):
-            pieces.append(piece)
-            owner.append(t)
-    words = E.token_features(bilm, pieces, batch_size).cpu()  # (n_words, L + 1, 2d)
-    index = torch.tensor([t for t, piece in zip(owner, pieces) for _ in piece], dtype=torch.long)
-    sums = torch.zeros(len(texts), *words.shape[1:]).index_add_(0, index, words)
-    counts = torch.zeros(len(texts)).index_add_(0, index, torch.ones(len(index)))
-    layers = sums / counts.clamp(min=1).view(-1, 1, 1)  # (n, L + 1, 2d)
+    layers = E.mean_over_words(bilm, [head_and_tail_sentences(E.sentences_of(text, min_words=1), max_tokens)
+                                      for text in texts], batch_size)  # (n, L + 1, 2d)
     out = {str(j): layers[:, j] for j in range(layers.size(1))}
     out["all"] = layers.flatten(1)
     return out
@@ -220,13 +215,8 @@ def elmo_probes(bilm, data: ProbeData, config: ProbeConfig = ProbeConfig(), seed
     from ..models.elmo import BiLM
 
     torch.manual_seed(seed)
-    random_bilm = BiLM(bilm.config).eval()
-    texts = data.texts()
-    index = {t: i for i, t in enumerate(texts)}
-    rows = []
-    for init, model in (("pretrained", bilm.eval()), ("random", random_bilm)):
-        rows += probe_rows(elmo_features(model, texts, max_tokens), index, data, init, config)
-    return rows
+    return _both_inits(bilm.eval(), BiLM(bilm.config).eval(), lambda m, texts: elmo_features(m, texts, max_tokens),
+                       data, config)
 
 
 def best_layer_rows(rows: Sequence[dict], layers: Sequence[str]) -> list[dict]:

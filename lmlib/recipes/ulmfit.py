@@ -19,15 +19,15 @@ Below them, the data of the labelled-examples experiment of notebook 07 (rt-pola
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 
-from ..data import load_ptb, load_rt_polarity, load_sst2, sha256_of
+from ..data import load_ptb, load_rt_polarity, load_sst2
 from ..models.awd_lstm import AWDLSTMConfig, AWDLSTMLanguageModel
 from ..models.ulmfit import ULMFiTClassifier, check_inputs, extend_vocab
 from ..runtime import seed_everything
@@ -38,8 +38,9 @@ from ..training.callbacks import GradientClipping, GradualUnfreezing
 from ..training.objectives import StatefulLMLoss, classification_loss
 from ..training.schedules import STLR, discriminative_param_groups, scaled_lr
 from ..training.trainer import Trainer, evaluate
+from .pretraining import PretrainError, PretrainRun, loss_curve, plan
+from .shipping import PRETRAINED_DIR, REPORT, load_shipped, save_shipped
 
-PRETRAINED_DIR = Path(__file__).resolve().parents[1] / "pretrained"
 # stage (a)'s checkpoint: its weights file's stem and folder (the other recipes' NAME and CHECKPOINT_DIR)
 NAME = "awd_lstm_ptb"
 CHECKPOINT_DIR = PRETRAINED_DIR
@@ -87,13 +88,10 @@ def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full"
     ``pretrain.json`` to ``out_dir``. ``run`` says how (:class:`~lmlib.recipes.pretraining.RunOptions`: device, bf16,
     resumable checkpoints, a deadline; the LSTM's carried state is part of a checkpoint); ``overrides`` replace recipe
     values by name. Returns the report, or None on a rank other than 0 under torchrun."""
-    from .pretraining import PretrainRun, plan
-
     recipe, model_config, _ = plan(preset, steps, PRETRAIN_RECIPE, PRETRAIN_CONFIG, PRETRAIN_TEACH, gpu=PRETRAIN_GPU,
                                    overrides=overrides)
     job = PretrainRun(NAME, out_dir, {"recipe": recipe, "config": model_config}, run, preset)
     seed_everything(recipe["seed"])
-    out_dir = Path(out_dir)
     vocab = ptb_vocab()
     config = AWDLSTMConfig(vocab_size=len(vocab), pad_id=vocab[PAD], **model_config)
     model = AWDLSTMLanguageModel(config)
@@ -105,9 +103,7 @@ def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full"
     trainer = Trainer(model, opt, StatefulLMLoss(state_batch_dim=1),
                       [STLR(recipe["steps"], recipe["cut_frac"], recipe["ratio"]), GradientClipping(recipe["clip"]),
                        job.progress(lambda batch: batch.x.numel())], **job.trainer_options())
-    start = time.perf_counter()
     job.fit(trainer, lambda epoch: batches)
-    train_seconds = time.perf_counter() - start
     if not job.writes:
         return None
     heldout = recipe.get("heldout_tokens")  # None (the full recipe): the whole split
@@ -117,8 +113,7 @@ def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full"
         "config": config.__dict__, "recipe": recipe, "tokens_seen": trainer.step * recipe["batch_size"] * recipe["bptt"],
         "train_tokens_per_epoch": int(streams.numel()),
         "final_train_loss": trainer.history[-1]["train_loss"],
-        "valid_ppl": valid_ppl, "test_ppl": test_ppl, "train_seconds": train_seconds,
-        "torch_threads": torch.get_num_threads(),
+        "valid_ppl": valid_ppl, "test_ppl": test_ppl,
     }
     report = save_pretrained(model, vocab, out_dir, job.annotate(report))
     job.finish()
@@ -128,51 +123,28 @@ def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full"
 def save_pretrained(model: AWDLSTMLanguageModel, vocab: Vocab, out_dir: str | Path, report: dict,
                     stem: str = NAME) -> dict:
     """Write ``<stem>.safetensors`` (fp16, tied weight once), ``vocab.json`` and ``pretrain.json``
-    (``report`` plus both files' sha256) to ``out_dir``."""
-    from safetensors.torch import save_file
-
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    tensors = {k: v.detach().to("cpu", torch.float16).contiguous() for k, v in model.state_dict().items()
-               if not (model.config.tie_weights and k == "decoder.weight")}
-    weights = out_dir / f"{stem}.safetensors"
-    save_file(tensors, str(weights), metadata={"config": json.dumps(model.config.__dict__)})
-    vocab.save(out_dir / "vocab.json")
-    report = {**report, "sha256": {weights.name: sha256_of(weights), "vocab.json": sha256_of(out_dir / "vocab.json")}}
-    (out_dir / "pretrain.json").write_text(json.dumps(report, indent=2))
-    return report
+    (``report`` plus both files' sha256) to ``out_dir`` (:func:`~lmlib.recipes.shipping.save_shipped`)."""
+    return save_shipped(out_dir, stem, model.state_dict(), model.config.__dict__, report,
+                        side_files={"vocab.json": vocab.save}, skip=("decoder.weight",) if model.config.tie_weights else ())
 
 
-def load_pretrained(directory: str | Path = PRETRAINED_DIR, verify: bool = True, **dropouts) -> tuple[AWDLSTMLanguageModel, Vocab]:
+def load_pretrained(directory: str | Path = PRETRAINED_DIR, **dropouts) -> tuple[AWDLSTMLanguageModel, Vocab]:
     """An AWD-LSTM language model written by :func:`save_pretrained` and its vocabulary, after checking
     both files' sha256: by default the shipped PTB model of stage (a); ``IMDB_DIR`` holds stage (b)'s.
 
     ``dropouts`` (e.g. ``output_p=0.4``) override the pretraining dropouts for fine-tuning.
     """
-    from safetensors import safe_open
-
-    directory = Path(directory)
-    report = json.loads((directory / "pretrain.json").read_text())
-    rebuild = report.get("rebuild", "python -m lmlib pretrain awd-lstm --preset full")
-    for name, expected in report["sha256"].items():
-        path = directory / name
-        if not path.is_file():
-            raise FileNotFoundError(f"{name} is missing from {directory}; rerun `{rebuild}`")
-        actual = sha256_of(path) if verify else expected
-        if actual != expected:
-            raise ValueError(f"{name} has sha256 {actual}, expected {expected}: the file is corrupt "
-                             f"or was replaced; restore it from git or rerun `{rebuild}`")
+    report = json.loads((Path(directory) / REPORT).read_text())
     weights = next(name for name in report["sha256"] if name.endswith(".safetensors"))
-    with safe_open(str(directory / weights), framework="pt") as fh:
-        saved = json.loads(fh.metadata()["config"])
-        tensors = {k: fh.get_tensor(k).float() for k in fh.keys()}
+    saved, tensors, _ = load_shipped(directory, weights.removesuffix(".safetensors"),
+                                     report.get("rebuild", "python -m lmlib pretrain awd-lstm --preset full"))
     saved = {_RENAMED_CONFIG_FIELDS.get(k, k): v for k, v in saved.items()}
     config = AWDLSTMConfig(**{**saved, **dropouts})
     model = AWDLSTMLanguageModel(config)
     if config.tie_weights:
         tensors["decoder.weight"] = tensors["encoder.embedding.weight"]
     model.load_state_dict(tensors)
-    return model, Vocab.load(directory / "vocab.json")
+    return model, Vocab.load(Path(directory) / "vocab.json")
 
 
 # -- (b) target-task LM fine-tuning --------------------------------------------------------------------
@@ -296,23 +268,17 @@ def finetune_imdb(out_dir: str | Path, steps: int | None = None, preset: str = "
     rates and STLR (the reviews read again when the steps outlast them), and write it with :func:`save_pretrained`.
     Perplexity on held-out reviews (and on PTB test, to see what the general domain loses) is measured before and
     after. ``run`` and ``overrides`` as for :func:`pretrain`. Returns the report (None on a rank other than 0)."""
-    from .pretraining import PretrainRun, loss_curve, plan
-
     recipe, _, _ = plan(preset, steps, IMDB_RECIPE, {}, IMDB_TEACH, gpu=IMDB_GPU, overrides=overrides)
     stage_a_dir = Path(recipe.get("stage_a") or PRETRAINED_DIR)
-    if not (stage_a_dir / "pretrain.json").is_file():
-        from .pretraining import PretrainError
-
+    if not (stage_a_dir / REPORT).is_file():
         raise PretrainError(f"stage_a {stage_a_dir} holds no stage (a) checkpoint (pretrain.json)")
     job = PretrainRun(IMDB_NAME, out_dir, {"recipe": recipe, "config": {}}, run, preset)
     seed_everything(recipe["seed"])
     lm_texts, held_out = imdb_lm_texts(recipe["held_out_reviews"], recipe["seed"], recipe.get("train_reviews"))
     lm, vocab = imdb_vocab_and_lm(lm_texts, recipe=recipe)
     need = recipe["batch_size"] * (recipe["steps"] * recipe["bptt"] + 1)
-    used, n_tokens = 0, 0
-    while n_tokens < need and used < len(lm_texts):
-        n_tokens += len(lm_texts[used]) + 1
-        used += 1
+    read = itertools.accumulate(len(t) + 1 for t in lm_texts)  # tokens, <eos> included, up to each review
+    used = next((k + 1 for k, n in enumerate(read) if n >= need), len(lm_texts))
     heldout = recipe.get("heldout_tokens")  # None: every held-out token
     train_ids, held_ids = review_stream(vocab, lm_texts[:used]), review_stream(vocab, held_out)[:heldout]
     ptb_test = _ptb_ids(vocab, "test")[:heldout]
@@ -324,7 +290,7 @@ def finetune_imdb(out_dir: str | Path, steps: int | None = None, preset: str = "
     before = perplexities()
     if job.writes:
         print(json.dumps({"before": before}), flush=True)
-    stage_a = json.loads((stage_a_dir / "pretrain.json").read_text())
+    stage_a = json.loads((stage_a_dir / REPORT).read_text())
     about = {"model": "AWD-LSTM (lmlib.models.awd_lstm): ULMFiT stage (b), the PTB LM fine-tuned on IMDb reviews",
              "rebuild": IMDB_REBUILD if preset == "full" else None, "recipe": recipe,
              "stage_a": {"sha256": stage_a["sha256"]["awd_lstm_ptb.safetensors"], "tokens_seen": stage_a["tokens_seen"],
@@ -346,9 +312,7 @@ def finetune_imdb(out_dir: str | Path, steps: int | None = None, preset: str = "
     trainer = Trainer(lm, opt, StatefulLMLoss(state_batch_dim=1),
                       [STLR(recipe["steps"]), GradientClipping(0.5), job.progress(lambda batch: batch.x.numel()),
                        *job.milestones(tokens_per_step, milestone)], **job.trainer_options())
-    start = time.perf_counter()
     job.fit(trainer, lambda epoch: batches)
-    train_seconds = time.perf_counter() - start
     if not job.writes:
         return None
     after = perplexities()
@@ -357,7 +321,6 @@ def finetune_imdb(out_dir: str | Path, steps: int | None = None, preset: str = "
         "tokens_seen": trainer.step * tokens_per_step, "held_out_reviews": len(held_out),
         "held_out_tokens": int(held_ids.numel()), "held_out_unk_rate": (held_ids == vocab.unk_id).float().mean().item(),
         "before": before, "after": after, "final_train_loss": trainer.history[-1]["train_loss"],
-        "train_seconds": train_seconds, "torch_threads": torch.get_num_threads(),
     }
     if preset != "full":
         report.update(steps=trainer.step, train_loss_curve=loss_curve(trainer.batch_losses))
