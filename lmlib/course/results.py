@@ -10,9 +10,7 @@ one's ``pretrain.json`` and numbers); a checkpoint pretrained but not shipped si
 ``lmlib/results/gpu_pretraining/<folder>/`` with a ``pretrain.json`` whose ``candidate_for`` names the shipped
 checkpoint it is measured against, and ``held_out_metric`` names the field both are compared on.
 
-The row builders below turn those files into the rows the course's tables show (:mod:`lmlib.course.tables`):
-the PTB ladder, the transfer rows of notebooks 07-10, the GPU-pretrained checkpoints against random init and the
-bag of words, and the checks the course holds its second half to.
+The row builders below turn those files into the rows of the course's tables (:mod:`lmlib.course.tables`).
 """
 
 from __future__ import annotations
@@ -80,12 +78,8 @@ def load_checked(name: str, sha256: str, *, sha_field: str = "checkpoint_sha256"
 # -- checkpoints: shipped in lmlib/pretrained, or staged in lmlib/results/gpu_pretraining -------------------------
 
 def _reports(folders) -> dict[str, tuple[dict, Path]]:
-    found = {}
-    for folder in folders:
-        if (folder / "pretrain.json").is_file():
-            report = json.loads((folder / "pretrain.json").read_text())
-            found[folder.name] = (report, folder)
-    return found
+    return {folder.name: (json.loads((folder / "pretrain.json").read_text()), folder)
+            for folder in folders if (folder / "pretrain.json").is_file()}
 
 
 def shipped() -> dict[str, tuple[dict, Path]]:
@@ -168,13 +162,10 @@ def pretraining_loss_curves(checkpoint: str) -> dict[str, tuple[list[float], lis
 
 
 def staged_pretraining_rows() -> list[dict]:
-    """Each GPU-pretrained checkpoint beside the CPU checkpoint it replaced or is measured against, most tokens
-    first: a shipped checkpoint beside the one its ``replaced`` names, a staged one beside the shipped checkpoint
-    its ``candidate_for`` names (or, when that one replaced another, beside the replaced one). Tokens read (and per
-    parameter), seconds, the device, and the ``held_out_metric`` of each. Rows: ``checkpoint``, ``shipped`` (which
-    of the two ships: ``"GPU"``, ``"CPU"``, or neither when another GPU checkpoint does), ``metric``,
-    ``gpu_tokens``, ``gpu_tokens_per_parameter``, ``gpu_seconds``, ``device``, ``gpu_value``, ``cpu_tokens``,
-    ``cpu_value``."""
+    """Each GPU-pretrained checkpoint beside the CPU checkpoint it replaced (``replaced``) or is measured against
+    (``candidate_for``, or the one that replaced), most tokens first. Rows: ``checkpoint``, ``shipped`` (``"GPU"``,
+    ``"CPU"``, or neither when another GPU checkpoint ships), ``metric`` (``held_out_metric``), ``gpu_tokens``,
+    ``gpu_tokens_per_parameter``, ``gpu_seconds``, ``device``, ``gpu_value``, ``cpu_tokens``, ``cpu_value``."""
     rows = []
     candidates = [(name, *entry) for name, entry in shipped().items() if "replaced" in entry[0]] + \
                  [(name, *entry) for name, entry in staged().items() if "candidate_for" in entry[0]]
@@ -384,9 +375,7 @@ def gpu_transfer_rows(model: str, sizes: tuple[int, ...] = (100, 1000)) -> list[
     source, data, report = _gpu_transfer(model)
     name, architecture = GPU_NAMES[model]
     tokens = report["tokens_seen"]
-    rate = {}
-    for r in data["rows"]:
-        rate.setdefault(r["condition"], r.get("lr"))
+    rate = {r["condition"]: r.get("lr") for r in reversed(data["rows"])}  # each condition's first row
     rows: list[dict] = []
 
     def add(method, tokens, r, lr=None, where=source, **probe):
