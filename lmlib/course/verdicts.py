@@ -18,9 +18,9 @@ from collections.abc import Mapping, Sequence
 from IPython.display import HTML
 
 from .results import difference
-from .tables import html_table
+from .tables import html_table, mean_se
+from .transfer_gains import CHANCE  # accuracy at or below which a run is treated as one that did not train
 
-CHANCE = 0.55  # accuracy on balanced test sets at or below which a run is treated as one that did not train
 TASK_NAMES = {"imdb": "IMDb", "sst2": "SST-2"}
 
 
@@ -60,7 +60,7 @@ def differences_table(rows_by_task: Mapping[str, Sequence[Mapping]], pairs: Sequ
                 else:
                     verdict = reading(d, se)
                 lines.append([TASK_NAMES.get(task, task), what, f"{n:,}",
-                              f"{d:+.3f}" + (f" ± {se:.3f}" if se is not None else ""),
+                              mean_se(d, se, signed=True),
                               f"{d / se:+.1f}" if se else "", verdict])
     return html_table(["task", "difference", "labels", "accuracy", "in standard errors", "reading"], lines,
                       numeric=[False, False, True, True, True, False])
@@ -106,7 +106,6 @@ def finetune_verdicts(result: Mapping, rows_by_task: Mapping[str, Sequence[Mappi
     table = differences_table(rows_by_task, pairs, failed, scratch_method)
     notes = "".join(f"<p>{html.escape(n)}</p>" for n in chance_notes(result, recipe_lr))
     return HTML(table.data + notes)
-
 
 
 def per_seed_table(groups: Sequence[tuple[str, Sequence[Mapping]]], caption: str | None = None) -> HTML:
