@@ -18,8 +18,7 @@ repeatedly merge the best adjacent pair. They differ in what "best" means and in
 
 Training is deterministic. Among pairs with the same score, the trainer takes the pair with the higher
 count, then the pair ``(a, b)`` that sorts first as a tuple of Python strings (code point order). Hugging
-Face ``tokenizers`` breaks ties by its internal ids instead, so the two merge lists part at the first such tie
-(on IMDb train with 8,000 tokens: merge 502 of 7,743) yet share 99.7% of their merges.
+Face ``tokenizers`` breaks ties by its internal ids instead, so the two merge lists part at the first such tie.
 
 >>> bpe = ByteLevelBPE.train(["low lower lowest", "new newer newest"], vocab_size=262)
 >>> bpe.decode(bpe.encode("lowest newer!")) == "lowest newer!"
@@ -41,6 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import regex
+
+from .vocab import checked_ids
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Special tokens: one table, the role each token plays and its spelling in each scheme. BERT's bracketed names are
@@ -71,13 +72,8 @@ def bytes_to_unicode() -> dict[int, str]:
     ``\\n`` is ``Ċ``. Merges and vocabularies can then be stored as ordinary text.
     """
     printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    mapping = {b: chr(b) for b in printable}
-    shifted = 0
-    for b in range(256):
-        if b not in mapping:
-            mapping[b] = chr(256 + shifted)
-            shifted += 1
-    return mapping
+    shifted = [b for b in range(256) if b not in printable]
+    return {**{b: chr(b) for b in printable}, **{b: chr(256 + k) for k, b in enumerate(shifted)}}
 
 
 BYTE_TO_CHAR = bytes_to_unicode()
@@ -257,11 +253,47 @@ def learn_merges(word_counts: dict[tuple[str, ...], int], n_tokens: int, *, know
     return merges
 
 
+class _Tokenizer:
+    """What both tokenizers share: the token -> id table ``stoi``, a per-word cache, and saving as JSON."""
+
+    _kind = ""  # the "type" its saved file records
+
+    def __len__(self) -> int:
+        return len(self.stoi)
+
+    def token_to_id(self, token: str) -> int:
+        if token not in self.stoi:
+            raise KeyError(f"{token!r} is not one of this {type(self).__name__}'s {len(self)} tokens")
+        return self.stoi[token]
+
+    def _cached(self, word: str, compute: Callable[[str], list]) -> list:
+        """``compute(word)``, remembered; the cache is emptied when it holds ``cache_size`` words."""
+        value = self._cache.get(word)
+        if value is None:
+            if len(self._cache) >= self.cache_size:
+                self._cache.clear()
+            value = self._cache[word] = compute(word)
+        return value
+
+    def _save(self, path: str | Path, state: dict) -> None:
+        Path(path).write_text(json.dumps({"type": self._kind, **state}, ensure_ascii=False), encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: str | Path):
+        """The tokenizer that :meth:`save` wrote to ``path``."""
+        state = json.loads(Path(path).read_text(encoding="utf-8"))
+        kind = state.pop("type", None)
+        if kind != cls._kind:
+            raise ValueError(f"{path} holds a {kind!r} tokenizer, not a {cls._kind!r} one; "
+                             f"load it with the class that saved it")
+        return cls(**state)
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # Byte-level BPE (GPT-2)
 # ---------------------------------------------------------------------------------------------------------------------
 @dataclass
-class ByteLevelBPE:
+class ByteLevelBPE(_Tokenizer):
     """GPT-2's byte-level BPE: ``merges`` in the order learned, applied to each pre-token's bytes.
 
     Ids: special tokens first, then the 256 byte symbols in byte order, then each new merge result in merge
@@ -276,6 +308,7 @@ class ByteLevelBPE:
     itos: list[str] = field(init=False, repr=False)
     stoi: dict[str, int] = field(init=False, repr=False)
     ranks: dict[tuple[str, str], int] = field(init=False, repr=False)
+    _kind = "byte_level_bpe"
 
     def __post_init__(self) -> None:
         self.merges = [tuple(m) for m in self.merges]
@@ -316,14 +349,6 @@ class ByteLevelBPE:
                               join=str.__add__, min_frequency=min_frequency)
         return cls(merges, special_tokens)
 
-    def __len__(self) -> int:
-        return len(self.itos)
-
-    def token_to_id(self, token: str) -> int:
-        if token not in self.stoi:
-            raise KeyError(f"{token!r} is not one of this BPE's {len(self)} tokens")
-        return self.stoi[token]
-
     def bpe(self, symbols: list[str]) -> list[str]:
         """Apply the merges to one word: repeatedly merge the adjacent pair learned earliest (lowest rank)."""
         ranks, never = self.ranks, len(self.ranks)
@@ -335,19 +360,13 @@ class ByteLevelBPE:
         return symbols
 
     def _word_ids(self, word: str) -> list[int]:
-        ids = self._cache.get(word)
-        if ids is None:
-            ids = [self.stoi[s] for s in self.bpe(word_to_byte_symbols(word))]
-            if len(self._cache) >= self.cache_size:
-                self._cache.clear()
-            self._cache[word] = ids
-        return ids
+        return [self.stoi[s] for s in self.bpe(word_to_byte_symbols(word))]
 
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text``: GPT-2 pre-tokens, each spelled in bytes and merged (results are cached per word)."""
         ids: list[int] = []
         for word in _GPT2_REGEX.findall(_check_str(text)):
-            ids.extend(self._word_ids(word))
+            ids.extend(self._cached(word, self._word_ids))
         return ids
 
     def tokenize(self, text: str) -> list[str]:
@@ -379,12 +398,8 @@ class ByteLevelBPE:
     def decode(self, ids: Iterable[int]) -> str:
         """The text of ``ids``. Special tokens decode to their own spelling. Ids that cut a character's UTF-8
         bytes apart (a slice of a longer sequence) decode that character as U+FFFD."""
-        ids = [int(i) for i in ids]
-        bad = [i for i in ids if not 0 <= i < len(self.itos)]
-        if bad:
-            raise IndexError(f"ids {bad[:5]} are outside this BPE's {len(self)} tokens (valid: 0..{len(self) - 1})")
         specials, out, chunk = set(self.special_tokens), [], []
-        for i in ids:
+        for i in checked_ids(ids, len(self)):
             token = self.itos[i]
             if token in specials:
                 out.append(bytes(chunk).decode("utf-8", errors="replace") + token)
@@ -395,17 +410,7 @@ class ByteLevelBPE:
         return "".join(out)
 
     def save(self, path: str | Path) -> None:
-        state = {"type": "byte_level_bpe", "special_tokens": list(self.special_tokens),
-                 "merges": [list(m) for m in self.merges]}
-        Path(path).write_text(json.dumps(state, ensure_ascii=False), encoding="utf-8")
-
-    @classmethod
-    def load(cls, path: str | Path) -> ByteLevelBPE:
-        state = json.loads(Path(path).read_text(encoding="utf-8"))
-        if state.get("type") != "byte_level_bpe":
-            raise ValueError(f"{path} holds a {state.get('type')!r} tokenizer, not a byte-level BPE; "
-                             f"load it with the class that saved it")
-        return cls([tuple(m) for m in state["merges"]], tuple(state["special_tokens"]))
+        self._save(path, {"special_tokens": list(self.special_tokens), "merges": [list(m) for m in self.merges]})
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -497,7 +502,7 @@ class BasicTokenizer:
 # WordPiece (BERT)
 # ---------------------------------------------------------------------------------------------------------------------
 @dataclass
-class WordPiece:
+class WordPiece(_Tokenizer):
     """BERT's WordPiece: the basic tokenizer, then greedy longest-match-first pieces from ``vocab``.
 
     A piece that does not start its word carries ``prefix`` (``##``). A word longer than
@@ -518,6 +523,7 @@ class WordPiece:
     prefix: str = "##"
     cache_size: int = 200_000
     stoi: dict[str, int] = field(init=False, repr=False)
+    _kind = "wordpiece"
 
     def __post_init__(self) -> None:
         self.vocab = list(self.vocab)
@@ -555,7 +561,7 @@ class WordPiece:
         basic = BasicTokenizer(lowercase=lowercase)
         counts: Counter[str] = Counter()
         for text in _check_texts(texts):
-            counts.update(basic(_check_str(text)))
+            counts.update(basic(text))
         words = {(w[0], *(prefix + c for c in w[1:])): n for w, n in counts.items()}
         alphabet = sorted({s for w in words for s in w} - set(special_tokens))
         floor = len(special_tokens) + len(alphabet)
@@ -567,14 +573,6 @@ class WordPiece:
                               join=lambda a, b: a + b[len(prefix):])
         vocab = list(dict.fromkeys([*initial, *(a + b[len(prefix):] for a, b in merges)]))
         return cls(vocab, lowercase=lowercase, prefix=prefix, **kwargs)
-
-    def __len__(self) -> int:
-        return len(self.vocab)
-
-    def token_to_id(self, token: str) -> int:
-        if token not in self.stoi:
-            raise KeyError(f"{token!r} is not one of this WordPiece's {len(self)} tokens")
-        return self.stoi[token]
 
     def word_pieces(self, word: str) -> list[str]:
         """Greedy longest-match-first: take the longest vocabulary entry that starts the rest of the word,
@@ -593,20 +591,11 @@ class WordPiece:
             start = end
         return pieces
 
-    def _cached_pieces(self, word: str) -> list[str]:
-        pieces = self._cache.get(word)
-        if pieces is None:
-            pieces = self.word_pieces(word)
-            if len(self._cache) >= self.cache_size:
-                self._cache.clear()
-            self._cache[word] = pieces
-        return pieces
-
     def tokenize(self, text: str) -> list[str]:
         """The WordPiece tokens of ``text``: ``"Unaffable!" -> ["un", "##aff", "##able", "!"]``."""
         tokens: list[str] = []
         for word in self.basic(text):
-            tokens.extend(self._cached_pieces(word))
+            tokens.extend(self._cached(word, self.word_pieces))
         return tokens
 
     def encode(self, text: str) -> list[int]:
@@ -617,42 +606,10 @@ class WordPiece:
     def decode(self, ids: Iterable[int]) -> str:
         """Tokens joined by spaces, ``##`` pieces glued to the one before. Lossy: case, accents and the
         spacing around punctuation are gone, and an unknown word stays ``[UNK]``."""
-        ids = [int(i) for i in ids]
-        bad = [i for i in ids if not 0 <= i < len(self.vocab)]
-        if bad:
-            raise IndexError(f"ids {bad[:5]} are outside this vocabulary of {len(self)} (valid: 0..{len(self) - 1})")
-        text = " ".join(self.vocab[i] for i in ids)
+        text = " ".join(self.vocab[i] for i in checked_ids(ids, len(self)))
         return text.replace(" " + self.prefix, "")
 
     def save(self, path: str | Path) -> None:
-        state = {"type": "wordpiece", "vocab": self.vocab, "unk_token": self.unk_token, "prefix": self.prefix,
-                 "max_input_chars_per_word": self.max_input_chars_per_word, "lowercase": self.lowercase}
-        Path(path).write_text(json.dumps(state, ensure_ascii=False), encoding="utf-8")
+        self._save(path, {"vocab": self.vocab, "unk_token": self.unk_token, "prefix": self.prefix,
+                          "max_input_chars_per_word": self.max_input_chars_per_word, "lowercase": self.lowercase})
 
-    @classmethod
-    def load(cls, path: str | Path) -> WordPiece:
-        state = json.loads(Path(path).read_text(encoding="utf-8"))
-        if state.pop("type", None) != "wordpiece":
-            raise ValueError(f"{path} does not hold a WordPiece tokenizer; load it with the class that saved it")
-        return cls(**state)
-
-
-def vocab_difference(a: Iterable[str], b: Iterable[str]) -> tuple[list[str], list[str]]:
-    """Tokens only in ``a`` and tokens only in ``b``, each in its vocabulary's order.
-
-    Example, PTB train (42,068 sentences), 2,000 tokens each, ``min_frequency=2``::
-
-        texts = [" ".join(s[:-1]) for s in lmlib.data.load_ptb("train")]
-        freq = WordPiece.train(texts, 2000, score="frequency")
-        like = WordPiece.train(texts, 2000, score="likelihood")
-        only_freq, only_like = vocab_difference(freq.vocab, like.vocab)   # 1,714 tokens each
-
-    The frequency score first builds frequent pieces: ``##er``, ``the``, ``##on``, ``##in``, ``##es``, ``and``,
-    ``for``, ``that``. The likelihood score divides by how often the parts occur at all, so it prefers pairs
-    whose parts seldom occur apart: it spends its merges on numbers (``45``, ``486``, ``1970``, ``1980``,
-    ``##97``) and rarer whole words, and leaves common words in pieces: ``the -> th ##e`` and
-    ``reported -> r ##e ##p ##o ##r ##t ##e ##d``, where the frequency vocabulary has both as one token.
-    """
-    a, b = list(a), list(b)
-    set_a, set_b = set(a), set(b)
-    return [t for t in a if t not in set_b], [t for t in b if t not in set_a]

@@ -108,11 +108,7 @@ class Vocab:
 
     def decode(self, ids: Iterable[int], sep: str | None = None) -> list[str] | str:
         """Tokens for ``ids``; joined with ``sep`` when it is given (``""`` for characters, ``" "`` for words)."""
-        ids = [int(i) for i in ids]
-        bad = [i for i in ids if not 0 <= i < len(self)]
-        if bad:  # a negative id would otherwise index from the end of the list and decode silently
-            raise IndexError(f"ids {bad[:5]} are outside this vocabulary of {len(self)} types (valid: 0..{len(self) - 1})")
-        tokens = [self.itos[i] for i in ids]
+        tokens = [self.itos[i] for i in checked_ids(ids, len(self))]
         return tokens if sep is None else sep.join(tokens)
 
     def save(self, path: str | Path) -> None:
@@ -125,6 +121,16 @@ class Vocab:
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Vocab) and self.itos == other.itos and self.unk == other.unk
+
+
+def checked_ids(ids: Iterable[int], size: int) -> list[int]:
+    """``ids`` as ints, refusing any outside [0, size): a negative id would otherwise index from the end of a list
+    and decode silently."""
+    ids = [int(i) for i in ids]
+    bad = [i for i in ids if not 0 <= i < size]
+    if bad:
+        raise IndexError(f"ids {bad[:5]} are outside this vocabulary of {size} tokens (valid: 0..{size - 1})")
+    return ids
 
 
 def check_ids_in_range(ids: Any, vocab_size: int, name: str, vocabulary: str = "its vocabulary") -> None:
