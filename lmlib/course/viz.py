@@ -93,10 +93,8 @@ def bar_plot(values: Mapping[str, float], title: str = "", y_title: str = "", te
 def reference_line(fig: go.Figure, value: float, text: str, axis: str = "y", **line) -> go.Figure:
     """A labelled dotted line across the plot at ``value``: horizontal for ``axis="y"``, vertical for "x".
 
-    On a log axis plotly places shapes in data units but annotations in log10 units, and plotly's own
-    ``add_hline(y, annotation_text=...)`` puts the label at ``value`` as if it were log10: a line at
-    perplexity 141.2 stretched the axis to 10^141 and flattened every curve. The label here sits at
-    log10(value) when the axis is log. Set the axis type (``log_y=True`` or ``update_yaxes``) first.
+    On a log axis plotly places shapes in data units but annotations in log10 units (``add_hline``'s own
+    ``annotation_text`` gets this wrong), so the label sits at log10(value). Set the axis type first.
     """
     if axis not in ("x", "y"):
         raise ValueError(f"axis must be 'x' or 'y', got {axis!r}")
@@ -148,10 +146,8 @@ def source(obj, start: str | None = None, lines: int | None = None) -> str:
 def show_source(obj, start: str | None = None, lines: int | None = None) -> None:
     """Display the real source of ``obj`` in the notebook, syntax-highlighted, wherever the call stands.
 
-    ``start`` and ``lines`` select part of it, as in :func:`source`. The notebook always shows the library's
-    current code, never a pasted copy. The listing is displayed, not returned: a returned display object shows
-    only when it is the last expression of its cell, so two calls in one cell showed only the second. Returning
-    None also keeps a last-line call from showing the listing twice. Outside IPython the text is printed.
+    ``start`` and ``lines`` select part of it, as in :func:`source`. The listing is displayed, not returned, so
+    that several calls in one cell all show (a returned object shows only as the cell's last expression).
     """
     from IPython.display import Code, display
 
