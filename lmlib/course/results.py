@@ -354,14 +354,16 @@ def _gpu_transfer(model: str) -> tuple[str, dict, dict]:
     return source, data, measured_checkpoint(data["checkpoint"]["sha256"], source)[1]
 
 
-def _best_probes(summary: list[dict], feature: str, init: str, sizes) -> list[dict]:
-    """The probe summaries of the layer that scored best at the most labels, for one feature kind and init."""
-    probes = [r for r in summary if r.get("init") == init and r["feature"] == feature]
+def _best_probes(summary: list[dict], init: str, feature: str | None = None, sizes=None) -> list[dict]:
+    """The probe summaries (at ``sizes``, or all) of the feature and layer that scored best at the most labels, for
+    one init and, if given, one feature kind."""
+    probes = [r for r in summary if r.get("init") == init and (feature is None or r["feature"] == feature)]
     if not probes:
         return []
     most = max(r["n_labels"] for r in probes)
-    best = max((r for r in probes if r["n_labels"] == most), key=lambda r: r["mean"])["layer"]
-    return [r for r in probes if r["layer"] == best and r["n_labels"] in sizes]
+    best = max((r for r in probes if r["n_labels"] == most), key=lambda r: r["mean"])
+    return [r for r in probes if (r["feature"], r["layer"]) == (best["feature"], best["layer"])
+            and (sizes is None or r["n_labels"] in sizes)]
 
 
 def gpu_transfer_rows(model: str, sizes: tuple[int, ...] = (100, 1000)) -> list[dict]:
@@ -391,7 +393,7 @@ def gpu_transfer_rows(model: str, sizes: tuple[int, ...] = (100, 1000)) -> list[
                 add(method, None if condition == "scratch" else tokens, r, rate.get(condition))
     for feature in sorted({r["feature"] for r in data["summary"] if "init" in r}):
         for init, seen in (("pretrained", tokens), ("random", None)):
-            probes = _best_probes(data["summary"], feature, init, sizes)
+            probes = _best_probes(data["summary"], init, feature, sizes)
             who = f"{name} (pretrained)" if init == "pretrained" else f"{architecture} at random init"
             where = "" if not probes or probes[0]["layer"] == "mix" else f", best layer ({probes[0]['layer']})"
             for r in probes:
@@ -407,7 +409,7 @@ def longer_pretraining_rows(model: str = "gpt") -> list[dict]:
     ``pretrain.json``'s ``replaced``: the archived results of the same fine-tuning benchmark), both fine-tuned by
     the same recipe, the same architecture from random weights at its own dev-chosen rate, on the same label samples
     and test reviews, and the bag of words on the same text; then frozen features (the best feature and layer at
-    1,000 labels) of the shipped model against the architecture at random init (``gpu_transfer_<model>.json``).
+    the most labels) of the shipped model against the architecture at random init (``gpu_transfer_<model>.json``).
     Rows: ``method``, ``tokens`` (pretraining tokens, None for none), ``n_labels``, ``mean``, ``se``, ``seeds``,
     ``source``. Each result file is checked against the checkpoint it claims."""
     source, gpu, gpu_report = _gpu_transfer(model)
@@ -447,12 +449,11 @@ def longer_pretraining_rows(model: str = "gpt") -> list[dict]:
     several = len({r["feature"] for r in gpu["summary"] if "init" in r}) > 1  # BERT: [CLS] and mean-pooled
     for init, who, tokens in (("pretrained", f"GPU {name}", gpu_report["tokens_seen"]),
                               ("random", f"{name} at random init", None)):
-        best = max((r for r in gpu["summary"] if r.get("init") == init and r["n_labels"] == 1000),
-                   key=lambda r: r["mean"])
+        probes = _best_probes(gpu["summary"], init)
+        best = probes[0]
         kind = FEATURES.get(best["feature"], best["feature"]) if several else "features"
-        for r in gpu["summary"]:
-            if r.get("init") == init and (r["feature"], r["layer"]) == (best["feature"], best["layer"]):
-                add(f"frozen {kind}, {who} (best layer, linear probe): layer {best['layer']}", tokens, r, source)
+        for r in probes:
+            add(f"frozen {kind}, {who} (best layer, linear probe): layer {best['layer']}", tokens, r, source)
     return rows
 
 
