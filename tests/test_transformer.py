@@ -13,7 +13,6 @@ from lmlib.models.transformer import (
     Transformer,
     TransformerConfig,
     check_inputs,
-    noam_schedule,
     translate,
 )
 from lmlib.training.objectives import translation_loss
@@ -201,14 +200,6 @@ def test_multihead_errors_reach_the_model():
     # d_model % heads is checked once, in MultiHeadAttention; the layers pass it on
     with pytest.raises(ValueError, match="d_model=18.*num_heads=4"):
         EncoderLayer(18, 4, FF)
-
-
-def test_noam_schedule_formula():
-    f = noam_schedule(512, 4000)
-    for step in (0, 99, 3999, 3999 * 3):
-        s = step + 1
-        assert f(step) == pytest.approx(512 ** -0.5 * min(s ** -0.5, s * 4000 ** -1.5))
-    assert max(range(8000), key=f) == 3999  # the peak is at the end of the warm-up
 
 
 # -- decoding (lmlib.models.seq2seq's greedy_decode and beam_search, through Transformer.start/step) -----------

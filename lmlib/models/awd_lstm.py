@@ -64,19 +64,8 @@ class AWDLSTMConfig:
 
     def layer_sizes(self) -> list[tuple[int, int]]:
         """(input, hidden) of each LSTM layer; the last one outputs ``embed_size`` when weights are tied."""
-        sizes = []
-        for layer in range(self.num_layers):
-            n_in = self.embed_size if layer == 0 else self.hidden_size
-            last = layer == self.num_layers - 1
-            n_out = (self.embed_size if self.tie_weights else self.hidden_size) if last else self.hidden_size
-            sizes.append((n_in, n_out))
-        return sizes
-
-    def without_dropout(self) -> AWDLSTMConfig:
-        """The same architecture with every dropout switched off (for ablations)."""
-        from dataclasses import replace
-
-        return replace(self, embed_p=0.0, input_p=0.0, hidden_p=0.0, weight_p=0.0, output_p=0.0)
+        inner = [self.hidden_size] * (self.num_layers - 1)
+        return list(zip([self.embed_size, *inner], [*inner, self.embed_size if self.tie_weights else self.hidden_size]))
 
 
 class AWDLSTMEncoder(nn.Module):

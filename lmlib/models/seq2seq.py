@@ -32,7 +32,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from ..runtime import eval_mode
 from ..text.vocab import check_special_ids
 from .attention import SCORE_FUNCTIONS, make_attention
-from .config_checks import check_positive_ints, check_probability, check_token_ids
+from .config_checks import check_choice, check_positive_ints, check_probability, check_token_ids
 
 
 @dataclass
@@ -51,9 +51,7 @@ class Seq2SeqConfig:
     def __post_init__(self):
         check_positive_ints(self, ("src_vocab_size", "tgt_vocab_size", "embed_size", "hidden_size", "max_src_len"))
         check_probability(self.dropout, "dropout")
-        if self.attention is not None and self.attention not in SCORE_FUNCTIONS:
-            raise ValueError(f"attention must be None (fixed context) or one of {SCORE_FUNCTIONS}, "
-                             f"got {self.attention!r}")
+        check_choice(self, "attention", (None, *SCORE_FUNCTIONS))  # None: a fixed context
         check_special_ids(self, self.src_vocab_size, self.tgt_vocab_size)
 
 

@@ -89,12 +89,6 @@ def real_weights(asked: bool = False, timeout: float = 2.0) -> tuple[bool, str]:
     return True, ""
 
 
-def hub_reachable(timeout: float = 2.0) -> bool:
-    """:func:`real_weights` without a switch, for a cell that has none: True only when ``LMLIB_REAL_WEIGHTS=1``
-    asks for real weights, no offline variable is set and huggingface.co answers within ``timeout`` seconds."""
-    return real_weights(False, timeout)[0]
-
-
 def hf_from_pretrained(class_name: str, name: str, what: str, build_instead: str, **hf_kwargs) -> nn.Module:
     """``transformers.<class_name>.from_pretrained(name)``, with errors that say what to do offline.
 

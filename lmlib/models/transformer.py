@@ -27,7 +27,7 @@ from torch import nn
 
 from ..runtime import eval_mode
 from ..text.vocab import check_special_ids
-from .config_checks import check_heads, check_positive_ints, check_probability, check_token_ids
+from .config_checks import check_choice, check_heads, check_positive_ints, check_probability, check_token_ids
 from .multihead import MultiHeadAttention, causal_mask
 from .positional import LearnedPositionalEncoding, SinusoidalPositionalEncoding
 
@@ -60,8 +60,7 @@ class TransformerConfig:
         if self.d_model % 2 != 0:
             raise ValueError(f"d_model must be even for sin/cos positional pairs, got {self.d_model}")
         check_probability(self.dropout, "dropout")
-        if self.positional not in ("sinusoidal", "learned"):
-            raise ValueError(f"positional must be 'sinusoidal' or 'learned', got {self.positional!r}")
+        check_choice(self, "positional", ("sinusoidal", "learned"))
         check_special_ids(self, self.src_vocab_size, self.tgt_vocab_size)
         if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
             raise ValueError("share_embeddings needs one joint vocabulary (equal sizes), got "
@@ -268,21 +267,6 @@ def check_inputs(model: Transformer, src: torch.Tensor, src_mask: torch.Tensor,
                          f"tokens), got {tuple(src_mask.shape)} {src_mask.dtype}")
 
 
-def noam_schedule(d_model: int, warmup: int):
-    """lrate = d_model^{-0.5} · min(step^{-0.5}, step · warmup^{-1.5})   (eq. 3), as a factor of step (0-based).
-
-    Use it with ``LRSchedule`` and a base learning rate of 1.0 for the paper's exact rates.
-    """
-    if warmup < 1:
-        raise ValueError(f"warmup must be at least 1 step, got {warmup}")
-
-    def factor(step: int) -> float:
-        step = step + 1
-        return d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
-
-    return factor
-
-
 # -- decoding -------------------------------------------------------------------------------------------
 # Greedy and beam search live in lmlib.models.seq2seq and drive any model through start()/step() (see
 # Transformer.start); translate() below is the string-to-string convenience used in the notebook.
@@ -315,5 +299,5 @@ def translate(model: Transformer, sentences: list[str] | list[list[str]], src_vo
 
 
 __all__ = ["TransformerConfig", "PositionwiseFeedForward", "EncoderLayer", "DecoderLayer", "Transformer",
-           "AttentionMaps", "DecoderState", "noam_schedule",
+           "AttentionMaps", "DecoderState",
            "causal_mask", "check_inputs", "translate"]

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .config_checks import check_positive_ints
+from .config_checks import check_choice, check_positive_ints
 
 SUBSAMPLING_FORMULAS = ("word2vec", "paper")
 
@@ -50,8 +50,7 @@ class Word2VecConfig:
             raise ValueError(f"sample (the threshold t) must be in [0, 1), got {self.sample}")
         if not 0 < self.min_alpha <= self.alpha:
             raise ValueError(f"need 0 < min_alpha <= alpha, got min_alpha={self.min_alpha}, alpha={self.alpha}")
-        if self.subsampling not in SUBSAMPLING_FORMULAS:
-            raise ValueError(f"subsampling must be one of {SUBSAMPLING_FORMULAS}, got {self.subsampling!r}")
+        check_choice(self, "subsampling", SUBSAMPLING_FORMULAS)
 
 
 def _check_subsampling(freq: torch.Tensor, t: float, formula: str) -> torch.Tensor:
