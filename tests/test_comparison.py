@@ -4,7 +4,7 @@ notebooks import from this module."""
 import pytest
 import torch
 
-from lmlib.course import comparison
+from lmlib.course.type_your_own import context_directions
 from lmlib.models.bert import Bert, BertConfig
 from lmlib.models.gpt import GPT, GPTConfig
 
@@ -18,10 +18,10 @@ def test_context_directions_of_a_causal_and_a_bidirectional_model():
     ids = torch.randint(0, 30, (1, 9))
     changed = ids.clone()
     changed[0, 4] = (ids[0, 4] + 1) % 30
-    assert comparison.context_directions(lambda t: gpt.hidden_states(t)[0], ids, changed, 4) == {"earlier": False, "later": True}
-    assert comparison.context_directions(lambda t: bert(t).hidden_states[-1], ids, changed, 4) == {"earlier": True, "later": True}
+    assert context_directions(lambda t: gpt.hidden_states(t)[0], ids, changed, 4) == {"earlier": False, "later": True}
+    assert context_directions(lambda t: bert(t).hidden_states[-1], ids, changed, 4) == {"earlier": True, "later": True}
     with pytest.raises(ValueError) as error:
-        comparison.context_directions(lambda t: gpt.hidden_states(t)[0], ids, changed, 9)
+        context_directions(lambda t: gpt.hidden_states(t)[0], ids, changed, 9)
     assert "position 9" in str(error.value)
 
 

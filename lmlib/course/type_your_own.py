@@ -326,8 +326,23 @@ def moved_positions(states: Callable[[list[str]], torch.Tensor], tokens_of: Call
     pos = next((t for t in range(len(base)) if base[t] != changed[t]), None)
     if pos is None:
         raise ValueError("the replacement did not change any token")
-    delta = (states(swapped) - states(words)).abs().amax(dim=-1)  # (T,)
-    return base, pos, (delta > 1e-5).tolist(), other
+    return base, pos, _moved(states(swapped), states(words)).tolist(), other
+
+
+def _moved(after: torch.Tensor, before: torch.Tensor) -> torch.Tensor:
+    """Whether each position's state changed: ``(..., T, d)`` -> ``(..., T)``."""
+    return (after - before).abs().amax(dim=-1) > 1e-5
+
+
+@torch.no_grad()
+def context_directions(states: Callable[[object], torch.Tensor], original, changed, position: int) -> dict[str, bool]:
+    """Which positions' representations move when the token at ``position`` is replaced: ``{"earlier": ...,
+    "later": ...}``. ``states(x)`` maps an input to ``(1, T, d)`` representations; ``changed`` is ``original`` with
+    the token at ``position`` replaced. A left-to-right model moves only later positions, a bidirectional one both."""
+    moved = _moved(states(changed), states(original))[0]  # (T,)
+    if moved.numel() <= position:
+        raise ValueError(f"position {position} is outside the {moved.numel()} positions of the input")
+    return {"earlier": bool(moved[:position].any()), "later": bool(moved[position + 1:].any())}
 
 
 def direction_models(gpt=None, bpe=None, bert=None, wordpiece=None, bilm=None):
