@@ -16,15 +16,12 @@ ask bertviz for the same HTML (``html_action="return"``) and make it self-contai
 Attention format, as lmlib's models and ``transformers``' ``output_attentions`` give it: a sequence with
 one tensor per layer, each ``(1, heads, query, key)``; ``(heads, query, key)`` is accepted too.
 
-Every view is an ``IPython.display.HTML``: the last expression of a cell displays it, ``.data`` is the
-HTML string, ``.save(path)`` writes a standalone page.
+Every view is an ``IPython.display.HTML``: ``.data`` is the HTML string, ``.save(path)`` writes a standalone page.
 
-The two libraries are about 335 KB, stored again with every view. A page that shows several views at once
-(a type-your-own box redrawing GPT's and BERT's, whose every drawing is stored in the notebook's widget state)
-can hold them once instead: ``libraries="shared"`` gives a light view (bertviz's data and drawing code only)
-that draws with the copy :func:`library_script` puts on the page; display that once, before the views (a shared
-view waits a few seconds for it, then says what is missing). JupyterLab runs the scripts of an HTML output
-only when the output is trusted: a view you just made is; views stored in a notebook opened from disk
+The two libraries are about 335 KB, stored again with every view. A page of many views (a type-your-own box,
+whose every drawing is stored in the widget state) can hold them once: ``libraries="shared"`` gives a light view
+that draws with the copy :func:`library_script` puts on the page (display that once, before the views).
+JupyterLab runs an HTML output's scripts only when it is trusted: views stored in a notebook opened from disk
 appear after rerunning the cell (or ``jupyter trust NOTEBOOK``).
 """
 
@@ -65,15 +62,11 @@ MODEL_OPTIONS = {"include_layers", "include_heads", "display_mode", "prettify_to
 class AttentionView(HTML):
     """An HTML output holding one self-contained bertviz view; ``.data`` is its HTML."""
 
-    def document(self, title: str = "attention") -> str:
-        """The view as a complete HTML page (the same scripts, no network needed)."""
-        return (f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{title}</title></head>\n'
-                f"<body>\n{self.data}\n</body></html>\n")
-
     def save(self, path: str | Path, title: str = "attention") -> Path:
         """Write the view as a standalone page that any browser opens offline; returns the path."""
         path = Path(path)
-        path.write_text(self.document(title), encoding="utf-8")
+        path.write_text(f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{title}</title></head>\n'
+                        f"<body>\n{self.data}\n</body></html>\n", encoding="utf-8")
         return path
 
 
