@@ -189,10 +189,8 @@ def attention_pair_box(gpt=None, bpe=None, bert=None, wordpiece=None,
                        placeholder: str = "She said the film was bad, and she was right."):
     """Type a sentence: GPT's attention (causal: lines only go back) beside BERT's (both directions).
 
-    Every drawing of the two views is kept in the notebook's widget state, so they are light views
-    (``libraries="shared"``) drawing with the one copy of d3 and jQuery that this call displays in the cell's
-    output (:func:`~lmlib.course.attention_views.library_script`): each drawing stores about a seventh of
-    what two self-contained views did (tests/test_type_your_own.py bounds it)."""
+    Every drawing is kept in the notebook's widget state, so the views are light (``libraries="shared"``) and draw
+    with the one copy of d3 and jQuery this call displays (:func:`~lmlib.course.attention_views.library_script`)."""
     import ipywidgets as widgets
     from IPython.display import display
 

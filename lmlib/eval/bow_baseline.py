@@ -5,12 +5,9 @@ model on word and word-pair counts is hard to beat on long reviews such as IMDb'
 result of the course (ULMFiT, ELMo, GPT, BERT) is read beside this number, on the same test reviews, label samples
 and seeds (``tests/benchmarks/bench_bow_baseline.py``).
 
-scikit-learn does the work: :class:`~sklearn.feature_extraction.text.TfidfVectorizer` turns texts into weights,
-:class:`~sklearn.model_selection.GridSearchCV` picks logistic regression's regularisation strength C by k-fold
-cross-validation on the training labels only and refits it on all of them. This module fixes the settings, checks the inputs, and cuts
-a review to the text a classifier of the course reads: the fine-tuned GPT's BPE head and tail (:func:`model_view`), and
-for word-level models the words they read (:func:`words_view`: ULMFiT's first and last 64 vocabulary tokens, ELMo's
-first 48 words).
+scikit-learn does the work (TF-IDF, then C chosen by k-fold cross-validation on the training labels only); this
+module fixes the settings, checks the inputs, and cuts a review to the text a classifier of the course reads: the
+fine-tuned GPT's BPE head and tail (:func:`model_view`), or the words of a word-level model (:func:`words_view`).
 """
 
 from __future__ import annotations
