@@ -1,7 +1,6 @@
 """Finding, verifying and downloading dataset files.
 
-Each load hashes the file again (about 0.3 s for the largest, the 70 MB of IMDb's unlabelled reviews), so a
-copy that was corrupted after it was first fetched is still caught. A loader reads the file once and both
+Each load hashes the file again, so a copy that was corrupted after it was first fetched is still caught. A loader reads the file once and both
 hashes and decodes those same bytes (:func:`read_verified`): a file replaced between a check and a second
 read could otherwise be decoded unverified. Downloads go to a temporary file in the same folder and are
 renamed into place only once their checksum is right, so an interrupted transfer leaves nothing behind.
@@ -64,10 +63,10 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _missing(file: DataFile, root: Path) -> DataError:
+def _unwritable(label: str, where: Path, err: OSError) -> DataError:
     return DataError(
-        f"{file.path} is not in {root}. Run `python -m lmlib data fetch` to download it, "
-        f"or set LMLIB_DATA_DIR to a folder that holds a verified copy."
+        f"{label}: could not write {where}: {err.strerror or err}. Make the folder writable, or set "
+        f"LMLIB_DATA_DIR to a writable folder (or to one that already holds a verified copy)."
     )
 
 
@@ -85,7 +84,8 @@ def verify(file: DataFile, root: Path | None = None) -> Path:
     root = data_dir() if root is None else Path(root)
     path = root / file.path
     if not path.is_file():
-        raise _missing(file, root)
+        raise DataError(f"{file.path} is not in {root}. Run `python -m lmlib data fetch` to download it, "
+                        f"or set LMLIB_DATA_DIR to a folder that holds a verified copy.")
     actual = sha256_of(path)
     if actual != file.sha256:
         raise _mismatch(file, path, actual, path.stat().st_size)
@@ -174,10 +174,7 @@ def _write_atomically(path: Path, payload: bytes, sha256: str, label: str) -> No
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except OSError as err:
-        raise DataError(
-            f"{label}: could not write {path}: {err.strerror or err}. Make the folder writable, or set "
-            f"LMLIB_DATA_DIR to a writable folder (or to one that already holds a verified copy)."
-        ) from None
+        raise _unwritable(label, path, err) from None
     finally:
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
@@ -229,10 +226,7 @@ def _build_packed(files: list[DataFile], root: Path) -> None:
         for f in files:
             os.replace(built[f.packed.part], root / f.path)
     except OSError as err:
-        raise DataError(
-            f"{labels}: could not write into {target_dir}: {err.strerror or err}. Make the folder writable, or set "
-            f"LMLIB_DATA_DIR to a writable folder (or to one that already holds a verified copy)."
-        ) from None
+        raise _unwritable(labels, target_dir, err) from None
     finally:
         if build is not None:
             shutil.rmtree(build, ignore_errors=True)

@@ -32,6 +32,7 @@ from typing import NamedTuple
 
 import torch
 
+from .batching import pad_batch
 from .vocab import BOS, EOS, PAD, SPECIALS, UNK, Vocab
 
 #: English openings of a small, learnable domain: descriptions of people ("she is taller than me.").
@@ -63,8 +64,7 @@ def tokenize(text: str, lang: str) -> list[str]:
 
 def detokenize(tokens: Sequence[str]) -> str:
     """A readable string from tokens (spaces joined, no space after a French elision)."""
-    text = " ".join(tokens)
-    return re.sub(r"' ", "'", text)
+    return re.sub(r"' ", "'", " ".join(tokens))
 
 
 class Example(NamedTuple):
@@ -92,15 +92,6 @@ class TranslationData:
         return (f"train {len(self.train):,} pairs | valid {len(self.valid):,} sources ({n_valid:,} pairs) | "
                 f"test {len(self.test):,} sources ({n_test:,} pairs) | vocab en {len(self.src_vocab):,}, "
                 f"fr {len(self.tgt_vocab):,} | at most {self.max_len} tokens per side")
-
-
-def _check_split_args(max_len: int, max_pairs: int | None, valid_frac: float, test_frac: float) -> None:
-    if max_len < 1:
-        raise ValueError(f"max_len must be at least 1, got {max_len}")
-    if not (0 <= valid_frac < 1 and 0 <= test_frac < 1 and valid_frac + test_frac < 1):
-        raise ValueError(f"valid_frac={valid_frac} and test_frac={test_frac} must be in [0, 1) and sum below 1")
-    if max_pairs is not None and max_pairs < 1:
-        raise ValueError(f"max_pairs must be positive or None, got {max_pairs}")
 
 
 def _short_pairs(pairs: Iterable[tuple[str, str]], max_len: int,
@@ -145,7 +136,12 @@ def prepare_translation(
             (e.g. :data:`SIMPLE_PREFIXES`); ``None`` keeps every opening.
         pairs: raw (English, French) strings; default ``lmlib.data.load_eng_fra()``.
     """
-    _check_split_args(max_len, max_pairs, valid_frac, test_frac)
+    if max_len < 1:
+        raise ValueError(f"max_len must be at least 1, got {max_len}")
+    if not (0 <= valid_frac < 1 and 0 <= test_frac < 1 and valid_frac + test_frac < 1):
+        raise ValueError(f"valid_frac={valid_frac} and test_frac={test_frac} must be in [0, 1) and sum below 1")
+    if max_pairs is not None and max_pairs < 1:
+        raise ValueError(f"max_pairs must be positive or None, got {max_pairs}")
     if pairs is None:
         from ..data import load_eng_fra
 
@@ -186,15 +182,8 @@ class Seq2SeqBatch(NamedTuple):
 
 def encode_source(tokens_batch: Sequence[Sequence[str]], src_vocab: Vocab) -> tuple[torch.Tensor, torch.Tensor]:
     """(ids, mask) for a list of tokenized source sentences, each ending in ``<eos>``; shapes (batch, S)."""
-    if len(tokens_batch) == 0:
-        raise ValueError("cannot encode an empty batch of sentences")
-    pad = src_vocab[PAD]
-    seqs = [src_vocab.encode(list(toks) + [EOS]) for toks in tokens_batch]
-    width = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), width), pad, dtype=torch.long)
-    for row, seq in enumerate(seqs):
-        ids[row, : len(seq)] = torch.tensor(seq)
-    return ids, ids != pad
+    ids, mask, _ = pad_batch([src_vocab.encode([*toks, EOS]) for toks in tokens_batch], src_vocab[PAD])
+    return ids, mask
 
 
 def make_batch(pairs: Sequence[tuple[Sequence[str], Sequence[str]]], src_vocab: Vocab, tgt_vocab: Vocab) -> Seq2SeqBatch:
@@ -202,13 +191,9 @@ def make_batch(pairs: Sequence[tuple[Sequence[str], Sequence[str]]], src_vocab: 
     src, src_mask = encode_source([s for s, _ in pairs], src_vocab)
     pad, bos, eos = tgt_vocab[PAD], tgt_vocab[BOS], tgt_vocab[EOS]
     targets = [tgt_vocab.encode(t) for _, t in pairs]
-    width = max(len(t) for t in targets) + 1
-    tgt_in = torch.full((len(pairs), width), pad, dtype=torch.long)
-    tgt_out = torch.full((len(pairs), width), pad, dtype=torch.long)
-    for row, ids in enumerate(targets):
-        tgt_in[row, : len(ids) + 1] = torch.tensor([bos] + ids)
-        tgt_out[row, : len(ids) + 1] = torch.tensor(ids + [eos])
-    return Seq2SeqBatch(src, src_mask, tgt_in, tgt_out, tgt_out != pad)
+    tgt_in = pad_batch([[bos, *t] for t in targets], pad).ids
+    tgt_out, tgt_mask, _ = pad_batch([[*t, eos] for t in targets], pad)
+    return Seq2SeqBatch(src, src_mask, tgt_in, tgt_out, tgt_mask)
 
 
 def translation_batches(
