@@ -216,8 +216,7 @@ def check_inputs(attention: Attention, query: torch.Tensor, keys: torch.Tensor, 
                  mask: torch.Tensor | None = None, prepared_keys: torch.Tensor | None = None) -> None:
     """Refuse inputs :meth:`Attention.forward` would misread, naming the shapes: ``query`` ``(batch, [m,] d_q)``,
     ``keys`` and ``values`` ``(batch, n, d)`` with n ≥ 1, widths the score was built for, a bool ``mask``
-    ``(batch, n)`` or ``(batch, m, n)`` leaving every query at least one real key. Call it where input enters; the
-    forward checks nothing, so it never reads a value back from the device."""
+    ``(batch, n)`` or ``(batch, m, n)`` leaving every query at least one real key."""
     query = query.unsqueeze(1) if query.dim() == 2 else query  # (batch, m, d_q)
     if keys.dim() != 3 or values.dim() != 3:
         raise ValueError(f"keys and values must be (batch, n, d); got keys {tuple(keys.shape)}, "

@@ -143,8 +143,7 @@ class AWDLSTMLanguageModel(nn.Module):
 
 def check_inputs(model: AWDLSTMEncoder | AWDLSTMLanguageModel, ids: torch.Tensor, state: State | None = None) -> None:
     """Refuse input the encoder would misread, saying what to do: ``ids`` (batch, time) inside the vocabulary and
-    a ``state`` of one (h, c) pair per layer shaped for this batch. Call it where input enters; the forward checks
-    nothing, so it never reads a value back from the device."""
+    a ``state`` of one (h, c) pair per layer shaped for this batch."""
     encoder = model.encoder if isinstance(model, AWDLSTMLanguageModel) else model
     c = encoder.config
     check_token_ids(ids, c.vocab_size, "ids")

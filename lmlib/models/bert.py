@@ -274,9 +274,7 @@ class Bert(nn.Module):
 
 def check_inputs(model: Bert, input_ids: torch.Tensor, segment_ids: torch.Tensor | None = None,
                  attention_mask: torch.Tensor | None = None, masked_positions: torch.Tensor | None = None) -> None:
-    """Refuse inputs that :meth:`Bert.forward` would misread, saying what to do. Call it where input enters (a
-    recipe, a notebook's helper): the forward itself checks nothing, so it never reads a value back from the
-    device."""
+    """Refuse inputs that :meth:`Bert.forward` would misread, saying what to do."""
     c = model.config
     check_token_ids(input_ids, c.vocab_size, "input_ids", c.block_size,
                     f" positions (block_size); truncate the pairs (lmlib.text.bert_data.encode_pair with "

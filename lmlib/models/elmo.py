@@ -408,8 +408,7 @@ class BiLM(nn.Module):
 
 def check_inputs(bilm: BiLM, char_ids: torch.Tensor, word_ids: torch.Tensor | None = None) -> None:
     """Refuse a batch that :meth:`BiLM.forward` (and, with ``word_ids``, :meth:`BiLM.nll`) would misread, saying what
-    to do. Call it where input enters (:func:`elmo_representations` does); the model checks nothing, so a training
-    step never reads a value back from the device."""
+    to do (:func:`elmo_representations` calls it)."""
     max_chars = bilm.config.max_chars
     if not isinstance(char_ids, torch.Tensor) or char_ids.dtype not in (torch.long, torch.int):
         got = f"a {char_ids.dtype} tensor" if isinstance(char_ids, torch.Tensor) else type(char_ids).__name__

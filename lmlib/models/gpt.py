@@ -302,8 +302,7 @@ class GPT(nn.Module):
 
 def check_inputs(model: GPT, idx: torch.Tensor, cache: KVCache | None = None) -> None:
     """Refuse ids that :meth:`GPT.forward` would misread, saying what to do: ``idx`` a (batch, seq) integer tensor
-    of ids inside the vocabulary, at most ``block_size`` positions with the cached ones. Call it where input enters
-    (:func:`generate` does); the forward checks nothing, so it never reads a value back from the device."""
+    of ids inside the vocabulary, at most ``block_size`` positions with the cached ones (:func:`generate` calls it)."""
     past = 0 if cache is None else len(cache)
     check_token_ids(idx, model.config.vocab_size, "idx", model.config.block_size - past,
                     f" positions left after {past} cached ones (block_size={model.config.block_size}); crop the "

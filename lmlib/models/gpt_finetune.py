@@ -26,6 +26,7 @@ from typing import NamedTuple
 
 import torch
 from torch import nn
+from torch.nn.utils.rnn import pad_sequence
 
 from ..text.tokenizers import SPECIAL_TOKENS
 from ..text.truncation import head_and_tail
@@ -113,10 +114,7 @@ def make_batch(inputs: Sequence[Sequence[int]], labels: Sequence[int], pad: int,
         raise ValueError(f"pairs=True needs both orders of every pair (an even number of rows), got {len(inputs)}")
     if len(labels) != expected:
         raise ValueError(f"{len(labels)} labels for {expected} {'pairs' if pairs else 'inputs'}")
-    width = max(len(x) for x in inputs)
-    ids = torch.full((len(inputs), width), pad, dtype=torch.long)
-    for i, x in enumerate(inputs):
-        ids[i, : len(x)] = torch.as_tensor(list(x), dtype=torch.long)
+    ids = pad_sequence([torch.as_tensor(list(x), dtype=torch.long) for x in inputs], batch_first=True, padding_value=pad)
     extract_pos = torch.tensor([len(x) - 1 for x in inputs])
     return FinetuneBatch(ids, extract_pos, torch.as_tensor(list(labels), dtype=torch.long), pairs)
 
@@ -182,8 +180,8 @@ class GPTClassifier(nn.Module):
 
 def check_inputs(model: GPTClassifier, ids: torch.Tensor, extract_pos: torch.Tensor, pairs: bool = False) -> None:
     """Refuse a batch that :meth:`GPTClassifier.forward` would misread: the GPT's checks on ``ids``, one
-    ``[extract]`` position per row inside the row, and (with ``pairs``) an even number of rows. :func:`make_batch`
-    builds such batches; call this where batches come from elsewhere. The forward checks nothing."""
+    ``[extract]`` position per row inside the row, and (with ``pairs``) an even number of rows, as
+    :func:`make_batch` builds them."""
     check_gpt_inputs(model.gpt, ids)
     if extract_pos.shape != (ids.size(0),) or not 0 <= int(extract_pos.min()) <= int(extract_pos.max()) < ids.size(1):
         raise ValueError(f"extract_pos must hold one position per row of ids {tuple(ids.shape)} inside the row, "

@@ -186,8 +186,7 @@ class MultiHeadAttention(nn.Module):
 def check_inputs(attention: MultiHeadAttention, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                  key_padding_mask: torch.Tensor | None = None, attn_mask: torch.Tensor | None = None,
                  causal: bool = False) -> None:
-    """Refuse inputs that :meth:`MultiHeadAttention.forward` would misread, saying what is wrong. Call it where
-    input enters; the forward checks nothing, so it never reads a value back from the device."""
+    """Refuse inputs that :meth:`MultiHeadAttention.forward` would misread, saying what is wrong."""
     for name, x in (("query", query), ("key", key), ("value", value)):
         if x.ndim != 3 or x.size(-1) != attention.d_model:
             raise ValueError(f"{name} must have shape (batch, seq, d_model={attention.d_model}), got {tuple(x.shape)}")

@@ -89,8 +89,7 @@ class NNLM(nn.Module):
 
 
 def check_inputs(model: NNLM, context: torch.Tensor) -> None:
-    """Refuse contexts :meth:`NNLM.forward` would misread: ``(batch, n-1)`` integer ids inside the vocabulary. Call
-    it where input enters; the forward checks nothing."""
+    """Refuse contexts :meth:`NNLM.forward` would misread: ``(batch, n-1)`` integer ids inside the vocabulary."""
     check_token_ids(context, model.config.vocab_size, "context")
     if context.size(1) != model.config.context:
         raise ValueError(f"context must have shape (batch, {model.config.context}) for an order-"

@@ -160,7 +160,7 @@ class LSTM(_Recurrent):
 def check_inputs(model: RNN | LSTM, X: torch.Tensor, state=None) -> None:
     """Refuse inputs :meth:`RNN.forward`/:meth:`LSTM.forward` would misread, naming the shapes: X ``(batch, time,
     input_size)``, batch-first and not empty, and a state ``(layers * directions, batch, hidden)`` (a pair (H, C)
-    for the LSTM). Call it where input enters; the layers check nothing, not even per step."""
+    for the LSTM)."""
     if X.dim() != 3 or X.size(-1) != model.input_size:
         raise ValueError(f"expected input (batch, time, {model.input_size}), got shape {tuple(X.shape)}; "
                          f"the layers are batch-first")

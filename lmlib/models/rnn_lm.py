@@ -80,8 +80,7 @@ class RNNLM(nn.Module):
 
 
 def check_inputs(model: RNNLM, x: torch.Tensor) -> None:
-    """Refuse token ids :meth:`RNNLM.forward` would misread: ``(batch, time)`` long ids inside the vocabulary.
-    Call it where input enters; the forward checks nothing."""
+    """Refuse token ids :meth:`RNNLM.forward` would misread: ``(batch, time)`` long ids inside the vocabulary."""
     check_token_ids(x, model.config.vocab_size, "x")
 
 

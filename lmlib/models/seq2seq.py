@@ -157,8 +157,7 @@ class Seq2Seq(nn.Module):
 
 def check_inputs(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, tgt_in: torch.Tensor | None = None) -> None:
     """Refuse a batch the model would misread, saying what to do: long ids, a bool mask, right padding, no empty
-    row, within ``max_src_len`` and the vocabulary; ``tgt_in`` (batch, T). Call it where input enters
-    (:func:`translate_examples` does); the model's methods check nothing."""
+    row, within ``max_src_len`` and the vocabulary; ``tgt_in`` (batch, T)."""
     check_token_ids(src, model.config.src_vocab_size, "src", model.config.max_src_len, " positions (max_src_len)")
     if src_mask.shape != src.shape or src_mask.dtype != torch.bool:
         raise ValueError(f"src_mask must be a bool tensor shaped like src {tuple(src.shape)}, True at real tokens, "

@@ -180,7 +180,7 @@ class Transformer(nn.Module):
         self.src_embed = nn.Embedding(c.src_vocab_size, c.d_model, padding_idx=c.pad_id)
         self.tgt_embed = self.src_embed if c.share_embeddings else nn.Embedding(c.tgt_vocab_size, c.d_model,
                                                                                padding_idx=c.pad_id)
-        for emb in {id(self.src_embed): self.src_embed, id(self.tgt_embed): self.tgt_embed}.values():
+        for emb in dict.fromkeys((self.src_embed, self.tgt_embed)):  # once when shared
             nn.init.normal_(emb.weight, std=c.d_model ** -0.5)  # times √d_model gives unit-variance inputs
             with torch.no_grad():
                 emb.weight[c.pad_id].zero_()
@@ -256,8 +256,7 @@ def check_inputs(model: Transformer, src: torch.Tensor, src_mask: torch.Tensor,
                  tgt_in: torch.Tensor | None = None) -> None:
     """Refuse inputs that :meth:`Transformer.forward` (or ``encode``/``decode``) would misread, saying what is
     wrong: ids ``(batch, seq)`` (long) inside their vocabulary and ``max_len``, ``src_mask`` a bool tensor shaped
-    like ``src``. Call it where input enters; the model's methods check nothing, so they never read a value back
-    from the device."""
+    like ``src``."""
     c = model.config
     for name, ids, vocab_size in (("src", src, c.src_vocab_size), ("tgt_in", tgt_in, c.tgt_vocab_size)):
         if ids is not None:

@@ -282,8 +282,7 @@ class TransformerXL(nn.Module):
 def check_inputs(model: TransformerXL, idx: torch.Tensor, mems: tuple[torch.Tensor, ...] | None = None) -> None:
     """Refuse a segment that :meth:`TransformerXL.forward` would misread, saying what to do: ``idx`` (batch, seq)
     integer ids inside the vocabulary (at most ``segment_len`` with absolute positions), ``mems`` the tuple the model
-    returned for the previous segment of the same streams, and a ``mem_len`` of 0 or more. Call it where input
-    enters; the forward checks nothing, so it never reads a value back from the device."""
+    returned for the previous segment of the same streams, and a ``mem_len`` of 0 or more."""
     c = model.config
     check_token_ids(idx, c.vocab_size, "idx", c.segment_len if c.positions == "absolute" else None,
                     " absolute positions; cut the text into segments of segment_len")

@@ -129,8 +129,7 @@ class ULMFiTClassifier(nn.Module):
 
 def check_inputs(model: ULMFiTClassifier, ids: torch.Tensor, mask: torch.Tensor) -> None:
     """Refuse a batch the classifier would misread, saying what to do: the encoder's checks on ``ids``, ``mask``
-    shaped like them and at least one real token per row (concat pooling over no tokens is undefined). Call it
-    where input enters; the forward checks nothing, so it never reads a value back from the device."""
+    shaped like them and at least one real token per row (concat pooling over no tokens is undefined)."""
     check_encoder_inputs(model.encoder, ids)
     if mask.shape != ids.shape:
         raise ValueError(f"ids {tuple(ids.shape)} and mask {tuple(mask.shape)} must both be (batch, time)")
