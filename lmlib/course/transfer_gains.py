@@ -64,9 +64,9 @@ def _difference(a: tuple, b: tuple) -> tuple[float, float | None]:
     return a[0] - b[0], se
 
 
-def _bow(name: str, n_labels: int, expected_sha: str, what: str) -> tuple[float, float | None, int]:
-    data = results.load(name)
-    results.refuse_another_checkpoint(name, data.get("checkpoint_sha256"), expected_sha, what)
+def _bow(name: str, n_labels: int, sha256: str) -> tuple[float, float | None, int]:
+    """The bag of words on the same text, refused unless its text was cut by the file with this ``sha256``."""
+    data = results.load_checked(name, sha256)
     return _mean_se(_one(data["summary"], name, truncation="model_view", n_labels=n_labels))
 
 
@@ -99,7 +99,7 @@ def _finetuned(model: str, name: str, condition: str, task: str | None, n_labels
     test = data["settings"].get("n_test") or data["settings"].get("imdb_test")
     bow = None
     if model == "GPT":  # the bag of words read exactly the GPT's cut of the same test reviews
-        bow = _bow("bow_baseline", n_labels, report["sha256"]["tokenizer.json"], "the GPT tokenizer that cut its text")
+        bow = _bow("bow_baseline", n_labels, report["sha256"]["tokenizer.json"])
     return [_point(model, budget, report["tokens_seen"], "fine-tuned", n_labels, *pair,
                    f"{model} fine-tuned − random init at its own rate", name, test, bow,
                    "bow_baseline" if bow else None)]
@@ -149,11 +149,8 @@ def _layer_name(probe: dict) -> str:
 def _bert_features_short(n_labels: int) -> list[dict]:
     """The CPU BERT shipped before the GPU one: best probed feature, pretrained minus random weights (one seed)."""
     name = "bert_features_short_pretraining"
-    data = results.load(name)
     report = results.load("bert_finetune_short_pretraining")["checkpoint_report"]
-    results.refuse_another_checkpoint(name, data["checkpoint_sha256"], report["sha256"]["bert_imdb.safetensors"],
-                                      "the CPU BERT of bert_finetune_short_pretraining.json")
-    imdb = data["imdb"]
+    imdb = results.load_checked(name, report["sha256"]["bert_imdb.safetensors"])["imdb"]
     if imdb["train_reviews"] != n_labels:
         return []
     best = _best(imdb["rows"], "accuracy")
@@ -169,8 +166,7 @@ def _ulmfit_cpu(n_labels: int) -> list[dict]:
     pair = _pair(data["summary"], name, "variant", "ulmfit", n_labels=n_labels, max_len=data["settings"]["max_len"])
     if pair is None:
         return []
-    bow = _bow("bow_ulmfit_imdb", n_labels, results.shipped_sha256(name),
-               "the shipped ULMFiT stage (b), whose vocabulary cut its text")
+    bow = _bow("bow_ulmfit_imdb", n_labels, results.shipped_sha256(name))  # its vocabulary cut the text
     return [_point("ULMFiT", "CPU", results.shipped_report(name)["tokens_seen"], "fine-tuned", n_labels, *pair,
                    "ULMFiT stage (c) − random init at its own rate", name, data["settings"]["test_reviews"], bow,
                    "bow_ulmfit_imdb")]
@@ -186,8 +182,7 @@ def _elmo_cpu(n_labels: int) -> list[dict]:
         return []
     a, b = (((r := by[m, n_labels])["mean"], r["se"] if len(r["values"]) > 1 else None, len(r["values"]))
             for m in pair)
-    bow = _bow("bow_elmo_transfer", n_labels, results.shipped_sha256("elmo_imdb"),
-               "the shipped ELMo, whose study's reviews it read")
+    bow = _bow("bow_elmo_transfer", n_labels, results.shipped_sha256("elmo_imdb"))
     return [_point("ELMo", "CPU", results.shipped_report("elmo_imdb")["tokens_seen"], "fine-tuned", n_labels, a, b,
                    "task model + ELMo − the task model alone", name, data["settings"]["test_reviews"], bow,
                    "bow_elmo_transfer")]
