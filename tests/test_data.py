@@ -197,8 +197,6 @@ def test_unknown_names_and_splits_are_refused_with_the_choices():
         data.load_imdb("valid")
     with pytest.raises(ValueError, match="train, dev, test"):
         data.load_ud_pos("valid")
-    with pytest.raises(KeyError, match="ptb"):
-        data.load("penn")
     with pytest.raises(KeyError, match="tinyshakespeare"):
         data.dataset("shakespeare")
 

@@ -8,13 +8,11 @@
 """
 
 from .loaders import (
-    LOADERS,
     UNLABELLED,
     Analogy,
     LabelledTexts,
     RatedTexts,
     WordPair,
-    load,
     load_analogies,
     load_eng_fra,
     load_imdb,
@@ -32,9 +30,9 @@ from .registry import DATASETS, DataFile, Dataset, Packed, data_file, dataset
 from .store import DataError, data_dir, fetch, fetch_dataset, path, read_verified, sha256_of, verify
 
 __all__ = [
-    "Analogy", "DATASETS", "DataError", "DataFile", "Dataset", "LOADERS", "LabelledTexts", "Packed",
+    "Analogy", "DATASETS", "DataError", "DataFile", "Dataset", "LabelledTexts", "Packed",
     "RatedTexts", "UNLABELLED", "WordPair", "data_dir", "data_file", "dataset", "fetch", "fetch_dataset",
-    "load", "load_analogies", "load_eng_fra", "load_imdb", "load_ptb", "load_rt_polarity", "load_simlex999",
+    "load_analogies", "load_eng_fra", "load_imdb", "load_ptb", "load_rt_polarity", "load_simlex999",
     "load_sst2", "load_time_machine", "load_tiny_shakespeare", "load_ud_pos", "load_wordsim353",
     "parse_conllu_pos", "path", "read_verified", "sha256_of", "verify",
 ]

@@ -231,24 +231,3 @@ def load_ud_pos(split: str = "train") -> list[list[tuple[str, str]]]:
     file_path = f"ud-ewt/en_ewt-ud-{split}.conllu"
     return parse_conllu_pos(_text(file_path), file_path)
 
-
-LOADERS = {
-    "ptb": load_ptb,
-    "tinyshakespeare": load_tiny_shakespeare,
-    "timemachine": load_time_machine,
-    "rt-polarity": load_rt_polarity,
-    "sst2": load_sst2,
-    "eng-fra": load_eng_fra,
-    "analogies": load_analogies,
-    "wordsim353": load_wordsim353,
-    "simlex999": load_simlex999,
-    "imdb": load_imdb,
-    "ud-pos": load_ud_pos,
-}
-
-
-def load(name: str, **kwargs):
-    """Load a dataset by name, e.g. ``load("ptb", split="valid")``; see ``LOADERS`` for the names."""
-    if name not in LOADERS:
-        raise KeyError(f"no loader called {name!r}; choose one of {', '.join(LOADERS)}")
-    return LOADERS[name](**kwargs)
