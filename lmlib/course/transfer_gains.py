@@ -108,18 +108,13 @@ def _finetuned(model: str, name: str, condition: str, task: str | None, n_labels
 def _gpu_transfer(model: str, n_labels: int) -> list[dict]:
     """The staged or shipped GPU checkpoint's ``gpu_transfer_<model>.json``: ULMFiT's stage (c) minus the random
     init (each at its dev-chosen rate), and for every model the best probed layer minus the random init's best."""
-    checkpoint = f"{model.lower()}_imdb"
-    name, weights = f"gpu_transfer_{model.lower()}", f"{checkpoint}.safetensors"
+    name, weights = f"gpu_transfer_{model.lower()}", f"{model.lower()}_imdb.safetensors"
     data = results.load(name)
     if data.get("model") != model.lower():
         raise RuntimeError(f"{name}.json holds the results of {data.get('model')!r}, not {model.lower()!r}")
     if weights not in data["checkpoint"]["sha256"]:
         raise RuntimeError(f"{name}.json names no {weights}; it was measured on another model's checkpoint")
-    if model in ("GPT", "BERT"):  # shipped: the file must describe the shipped checkpoint
-        report, what = results.shipped_report(checkpoint), f"the shipped lmlib/pretrained/{checkpoint}"
-    else:  # staged beside the results until it ships
-        report, what = results.staged()[checkpoint][0], f"the GPU-pretrained {checkpoint} staged with the results"
-    results.refuse_another_checkpoint(name, data["checkpoint"]["sha256"][weights], report["sha256"][weights], what)
+    results.measured_checkpoint(data["checkpoint"]["sha256"], name)  # refused unless shipped or staged
     tokens, test, summary = data["checkpoint"]["tokens_seen"], data["settings"]["test_reviews"], data["summary"]
     points = []
     if model == "ULMFiT":
