@@ -215,23 +215,16 @@ class Bert(nn.Module):
             hidden_states.append(h)
             attentions.append(weights)
         pooled = torch.tanh(self.pooler(h[:, 0])) if self.pooler is not None else None  # (B, C): C = tanh(h_[CLS] W_p + b_p)
+        # With masked_positions the MLM head reads only the N masked states, in the order of labels[masked_positions]:
+        # the loss needs no more, and the released code gathers them too, skipping most of the (..., V) product.
+        h_mlm = h if masked_positions is None else h[masked_positions]  # (B, T, C) or (N, C)
         return BertOutput(
-            mlm_logits=self._mlm_logits(h, masked_positions),  # (B, T, V), or (N, V) at N masked positions
+            mlm_logits=self.mlm(h_mlm) if self.mlm is not None else None,  # (B, T, V) or (N, V)
             nsp_logits=self.nsp(pooled) if self.nsp is not None else None,  # (B, 2)
             pooled=pooled,
             hidden_states=tuple(hidden_states),
             attentions=tuple(attentions) if return_attentions else None,
         )
-
-    def _mlm_logits(self, h: torch.Tensor, masked_positions: torch.Tensor | None) -> torch.Tensor | None:
-        """The MLM head at every position (B, T, V), or only where ``masked_positions`` is True (N, V), in the
-        order of ``labels[masked_positions]``. The loss only needs the masked positions; the released BERT
-        code gathers them before the head too, which skips most of the (…, d_model) x (d_model, V) product."""
-        if self.mlm is None:
-            return None
-        if masked_positions is None:
-            return self.mlm(h)  # (B, T, V)
-        return self.mlm(h[masked_positions])  # (N, C) -> (N, V)
 
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
         """``nn.Module.load_state_dict``, but a checkpoint of another vocabulary or size says which setting

@@ -2,8 +2,7 @@
 
 A language model factors a sentence by the chain rule, P(w_1..w_m) = prod_i p(w_i | w_1..w_{i-1}),
 and an n-gram model keeps only the last n-1 words of the history (the Markov assumption).
-Everything here is counted with NumPy on integer-coded n-grams, so a 5-gram model of the Penn
-Treebank is counted and evaluated in a few seconds.
+Everything here is counted with NumPy on integer-coded n-grams.
 
 Papers:
 * F. Jelinek and R. Mercer (1980), Interpolated estimation of Markov source parameters from sparse data.
@@ -188,14 +187,11 @@ class NGramLM:
 
     def _prepare_smoothing(self) -> None:
         """Per order n: the counts it uses, its discounts, and per-context totals (indexed by table n-1 ids)."""
-        N = self.order
-        self.used = [None] * (N + 1)  # the counts each order uses: raw, or KN's adjusted (continuation) counts
-        for n in range(1, N + 1):
-            if self.smoothing in ("kn", "mkn") and n < N:
-                self.used[n] = self.continuation_counts(n)
-            else:
-                self.used[n] = self.count[n].astype(np.float64)
-        self.discounts = self._discounts() if self.smoothing in ("kn", "mkn") else None
+        N, kn = self.order, self.smoothing in ("kn", "mkn")
+        # the counts each order uses: raw, or KN's adjusted (continuation) counts below the top order
+        self.used = [None] + [self.continuation_counts(n) if kn and n < N else self.count[n].astype(np.float64)
+                              for n in range(1, N + 1)]
+        self.discounts = self._discounts() if kn else None
         self.context_total, self.context_gamma = [None] * (N + 1), [None] * (N + 1)
         for n in range(1, N + 1):
             c = self.used[n]
@@ -388,9 +384,8 @@ class NGramLM:
             rows[valid] = self._lookup(n, position_rows[n - 1][valid - 1], ids[valid])
             position_rows.append(rows)
         targets = np.flatnonzero(pos >= pad)
-        contexts = [None, np.zeros(len(targets), dtype=np.int64)]
-        for n in range(2, self.order + 1):
-            contexts.append(np.where(pos[targets] >= n - 1, position_rows[n - 1][targets - 1], -2))
+        contexts = [None, np.zeros(len(targets), dtype=np.int64)] + [
+            np.where(pos[targets] >= n - 1, position_rows[n - 1][targets - 1], -2) for n in range(2, self.order + 1)]
         grams = [None] + [position_rows[n][targets] for n in range(1, self.order + 1)]
         return self._probabilities(contexts, grams)
 
