@@ -34,15 +34,10 @@ VERBALIZER = {0: " negative", 1: " positive"}
 SEPARATOR = "\n\n"
 
 
-def example_block(text: str, label: int, verbalizer: Mapping[int, str] = VERBALIZER, template: str = TEMPLATE) -> str:
-    """One solved example: the template filled with ``text``, followed by its label word."""
-    return template.format(text=text) + verbalizer[label]
-
-
 def build_prompt(examples: Sequence[tuple[str, int]], query: str, verbalizer: Mapping[int, str] = VERBALIZER,
                  template: str = TEMPLATE) -> str:
     """k solved ``examples`` (text, label), each followed by a blank line, then the unsolved ``query``."""
-    blocks = [example_block(t, y, verbalizer, template) for t, y in examples]
+    blocks = [template.format(text=t) + verbalizer[y] for t, y in examples]
     return SEPARATOR.join([*blocks, template.format(text=query)])
 
 
