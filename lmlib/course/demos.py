@@ -1,9 +1,6 @@
 """The course's live views as one call each, for the instructor's demo page (``notebooks/demos.ipynb``, served
-with Voilà so that no code shows; see the README, "Demo mode for instructors").
-
-The three views the notebooks build inline, here as functions returning one widget: ULMFiT's slanted triangular
-learning rate (notebook 07), sampling from the shipped IMDb GPT with temperature, top-k and top-p (09), and the
-shipped GPT's attention on a sentence (09). The type-your-own views are in :mod:`lmlib.course.type_your_own`.
+with Voilà so that no code shows; see the README, "Demo mode for instructors"). The type-your-own views are in
+:mod:`lmlib.course.type_your_own`.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""Every table the course shows: HTML with the numbers right-aligned and each mean beside its standard error.
-
-A notebook turns rows (dicts with ``mean``, ``se`` and ``seeds``, as :mod:`lmlib.course.results` builds them) into
-one table with one call, e.g. ``by_labels(rows)``: a row per method, a column per number of labels. The tables of
-notebooks 11 and 12 (the memory and scaling studies, the PTB ladder, the transfer rows, the GPU-pretrained
-checkpoints and the course's checks) are one call each too.
+"""Every table the course shows, one call each: HTML with the numbers right-aligned and each mean beside its
+standard error, from rows (dicts with ``mean``, ``se`` and ``seeds``) as :mod:`lmlib.course.results` builds them.
 """
 
 from __future__ import annotations

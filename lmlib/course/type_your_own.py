@@ -1,22 +1,9 @@
 """Views that take the student's own sentence: type, press Enter, see what the model does with it.
 
-Each function returns one ipywidgets box: a ``Text`` to type into (marked with the CSS class :data:`TYPE_CLASS`
-so the browser test can find it; its ``placeholder`` holds a second example the test types) above an ``Output``
-that is redrawn when the text is submitted (Enter, or leaving the box). Models are the shipped checkpoints, loaded
-once on first use (:func:`shipped`), or the ones a notebook already holds, passed in.
-
-- :func:`fill_in_box`: BERT's masked LM at each ``[MASK]`` of your sentence, the top k with probabilities
-  (Devlin et al. 2019, §3.1);
-- :func:`attention_pair_box`: your sentence through GPT (causal) and BERT (both directions), bertviz head views
-  side by side;
-- :func:`tokenizers_box`: your sentence cut into words, characters, byte-level BPE pieces (GPT) and WordPiece
-  pieces (BERT), with counts;
-- :func:`elmo_neighbours_box`: the nearest occurrences of a word of your sentence by ELMo's contextual vector
-  (Peters et al. 2018);
-- :func:`context_direction_box`: change one word of your sentence and see which positions of each model move.
-
-The work behind each view is a plain function (``fill_in``, ``attention_maps``, ``tokenizations``,
-``contextual_neighbours``, ``moved_positions``) that the tests call without a browser.
+Each ``*_box`` returns one ipywidgets box: a ``Text`` to type into (CSS class :data:`TYPE_CLASS`, for the browser
+test, which also types its ``placeholder``) above an ``Output`` redrawn when the text is submitted. Models are the
+shipped checkpoints, loaded once on first use (:func:`shipped`), or the ones a notebook already holds, passed in.
+The work behind each view is a plain function that the tests call without a browser.
 """
 
 from __future__ import annotations
@@ -120,7 +107,8 @@ def encode_with_masks(tokenizer, text: str) -> list[int]:
 
 @torch.no_grad()
 def fill_in(bert, tokenizer, text: str, k: int = 5) -> list[list[tuple[str, float]]]:
-    """For each ``[MASK]`` in ``text``, the ``k`` most likely pieces under BERT's MLM head, ``(piece, p)``."""
+    """For each ``[MASK]`` in ``text``, the ``k`` most likely pieces under BERT's MLM head (Devlin et al. 2019,
+    §3.1), ``(piece, p)``."""
     if "[MASK]" not in text:
         raise ValueError("write [MASK] (capitals, in brackets) where a word should be guessed")
     ids = torch.tensor([encode_with_masks(tokenizer, text)])
@@ -256,7 +244,7 @@ def contextual_neighbours(bilm, text: str, pool: Sequence[Sequence[str]], layer:
                           max_occurrences: int = 200):
     """The ``k`` occurrences of the ``*marked*`` word of ``text`` in ``pool`` (tokenised sentences; the first
     ``max_occurrences`` that hold the word, matched without case) nearest to it by cosine similarity of ELMo's
-    layer ``layer``: ``(word, occurrences found, [(similarity, sentence, position)])``."""
+    layer ``layer`` (Peters et al. 2018): ``(word, occurrences found, [(similarity, sentence, position)])``."""
     from lmlib.recipes import elmo as R
 
     tokens, at = marked_word(text, R.tokenize)
