@@ -345,15 +345,12 @@ class StepProgress(Callback):
     def on_fit_begin(self, trainer: Trainer) -> None:
         from tqdm import tqdm
 
-        stream = self.file if self.file is not None else sys.stderr
+        self.stream = self.file if self.file is not None else sys.stderr
         self.first_step = self.step = trainer.step
         self.n_tokens, self.loss = 0, None
         self.start = self.last_step_at = self.last_line_at = time.perf_counter()
-        if _terminal_columns(stream) >= 40:
-            self.bar = tqdm(total=self.total, initial=trainer.step, desc=self.desc, unit="step", file=stream,
-                            dynamic_ncols=True)
-        else:
-            self.bar, self.stream = None, stream
+        self.bar = (tqdm(total=self.total, initial=trainer.step, desc=self.desc, unit="step", file=self.stream,
+                         dynamic_ncols=True) if _terminal_columns(self.stream) >= 40 else None)
 
     def on_batch_begin(self, trainer: Trainer, batch) -> None:
         if self.tokens is not None:
