@@ -48,14 +48,13 @@ def length_reading(results: Mapping[str, Mapping], refs: Sequence[Sequence[Token
     points = {name: sentence_chrf_points(results[name]["hyps"], refs) for name in (base, model)}
     first, last = results[model]["buckets"][0], results[model]["buckets"][-1]
 
-    def members(label: str) -> list[int]:
+    def paired(label: str) -> tuple[float, float]:  # the model minus the base over a bucket's sentences
         lo, _, hi = label.partition("-")
-        return [i for i, n in enumerate(lengths) if int(lo) <= n <= int(hi or lo)]
+        at = [i for i, n in enumerate(lengths) if int(lo) <= n <= int(hi or lo)]
+        return _paired([points[model][i] for i in at], [points[base][i] for i in at])
 
-    short, long_ = members(first["label"]), members(last["label"])
     whole, whole_se = _paired(points[model], points[base])
-    d_short, se_short = _paired([points[model][i] for i in short], [points[base][i] for i in short])
-    d_long, se_long = _paired([points[model][i] for i in long_], [points[base][i] for i in long_])
+    (d_short, se_short), (d_long, se_long) = paired(first["label"]), paired(last["label"])
     gap, gap_se = d_short - d_long, math.hypot(se_short, se_long)  # the model's drop minus the base's, in chrF
 
     def drop(name: str, metric: str) -> float:
