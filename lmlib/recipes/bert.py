@@ -1,28 +1,22 @@
-"""A small BERT pretrained on IMDb reviews: the WordPiece vocabulary, the seeded one-core recipe, the loader of the
-checkpoint shipped in ``lmlib/pretrained/bert_imdb/``, and [CLS] fine-tuning for classification.
+"""A small BERT pretrained on IMDb reviews: the WordPiece vocabulary, the seeded recipe, the loader of the checkpoint
+shipped in ``lmlib/pretrained/bert_imdb/``, and [CLS] fine-tuning for classification.
 
 Devlin et al. (2019) pretrain BERT-base (L=12, H=768) on BooksCorpus and English Wikipedia (3.3B words) for
 1,000,000 steps of 256 sequences of up to 512 tokens with two objectives, masked LM and next sentence prediction
 (§3.1, Appendix A.2). This is the same pair of objectives at a course's scale:
 
-* text: IMDb's 50,000 unlabelled reviews (Maas et al. 2011); the last ``valid_reviews`` are held out and never
-  trained on;
+* text: IMDb's 50,000 unlabelled reviews (Maas et al. 2011), the last ``valid_reviews`` held out;
 * vocabulary: lmlib's WordPiece trainer (:meth:`lmlib.text.tokenizers.WordPiece.train`) on the training reviews;
-* documents = reviews, sentences split by :func:`split_sentences` (a simple rule, see there); in this module's
-  recipe one segment is one sentence, pairs come from :func:`lmlib.text.bert_data.sentence_pairs` (50% IsNext),
-  masking from :func:`lmlib.text.bert_data.mask_tokens` (15%, 80/10/10);
-* model: a 4-layer BERT with d_model 128 (``PRETRAIN_CONFIG``); no dropout while pretraining, because the run sees
-  each sentence pair only a few times (BERT's 0.1 regularises 40 epochs); fine-tuning puts dropout 0.1 back
-  (:func:`classifier`);
+* documents = reviews, sentences split by :func:`split_sentences`; pairs from
+  :func:`lmlib.text.bert_data.sentence_pairs` (50% IsNext), masking by :func:`lmlib.text.bert_data.mask_tokens`
+  (15%, 80/10/10);
+* model: a 4-layer BERT with d_model 128; no dropout while pretraining, because the run sees each sentence pair only
+  a few times (BERT's 0.1 regularises 40 epochs); fine-tuning puts dropout 0.1 back (:func:`classifier`);
 * optimizer as in Appendix A.2: Adam(β₁=0.9, β₂=0.999), weight decay 0.01, linear warm-up then linear decay.
 
-``python -m lmlib pretrain bert`` trains it with one of three presets: ``teach`` (seconds), ``full`` (sized for one
-CPU core, one sentence per segment: 7.5M tokens, four per parameter, too few for the pretraining to transfer) and
-``gpu``, which made the shipped checkpoint (:data:`REBUILD`; its ``pretrain.json`` records the run) with the WordPiece
-shipped before it: segments filled to 128 tokens with spans of consecutive sentences as the paper does
-(:func:`~lmlib.text.bert_data.packed_instances`), 256 of them a step, cut and masked on the device, bf16.
-:func:`load_pretrained` verifies the checkpoint's sha256 against the ``pretrain.json`` beside it before loading.
-The validation metrics (MLM loss and accuracy at the chosen positions, NSP loss and accuracy) are measured on pairs
+``--preset gpu`` made the shipped checkpoint (:data:`REBUILD`) with the WordPiece shipped before it: segments filled
+to 128 tokens with spans of consecutive sentences as the paper does (:func:`~lmlib.text.bert_data.packed_instances`),
+256 a step, masked on the device, bf16. The validation metrics (MLM and NSP loss and accuracy) are measured on pairs
 from the held-out reviews with a fixed masking seed, after the weights are rounded to fp16 as shipped.
 """
 
@@ -41,6 +35,7 @@ import torch.nn.functional as F
 
 from ..models.bert import Bert, BertClassifier, BertConfig, check_inputs
 from ..runtime import eval_mode, seed_everything
+from ..text.batching import classification_batches as padded_batches
 from ..text.bert_data import (
     IGNORE_INDEX,
     PretrainingBatch,
@@ -104,11 +99,7 @@ def split_sentences(text: str) -> list[str]:
 def encode_documents(tokenizer: WordPiece, texts: Sequence[str]) -> list[list[list[int]]]:
     """Each text as a document: a list of sentences (:func:`split_sentences`), each a list of WordPiece ids;
     sentences that give no token are dropped."""
-    documents = []
-    for text in texts:
-        sentences = [tokenizer.encode(s) for s in split_sentences(text)]
-        documents.append([s for s in sentences if s])
-    return documents
+    return [[ids for ids in map(tokenizer.encode, split_sentences(text)) if ids] for text in texts]
 
 
 # -- the pretraining objective -------------------------------------------------------------------------------
@@ -145,7 +136,6 @@ def pretraining_loss(model: Bert, batch: PretrainingBatch, nsp: bool = True) -> 
     chosen = batch.mlm_labels != IGNORE_INDEX
     out = model(batch.input_ids, batch.segment_ids, batch.attention_mask, masked_positions=chosen)
     mlm = F.cross_entropy(out.mlm_logits, batch.mlm_labels[chosen])
-    # under torchrun the ranks' shares hold different numbers of masked tokens (but as many pairs)
     loss = mean_over_ranks(mlm, chosen.sum())
     if nsp:
         loss = loss + F.cross_entropy(out.nsp_logits, batch.nsp_labels)
@@ -243,11 +233,8 @@ class HeldOutCurve(Callback):
 
 def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full",
              run: RunOptions | None = None, overrides: dict | None = None) -> dict | None:
-    """Train the WordPiece and the BERT with the seeded ``PRETRAIN_RECIPE`` (``preset="teach"``: ``PRETRAIN_TEACH``;
-    ``"gpu"``: ``PRETRAIN_GPU``, with the shipped WordPiece and packed segments); write the checkpoint to
-    ``out_dir``. ``run`` says how (:class:`~lmlib.recipes.pretraining.RunOptions`: device, bf16, resumable
-    checkpoints, a deadline); ``overrides`` replace recipe values by name. Returns the report, or None on a rank
-    other than 0 under torchrun."""
+    """Train the WordPiece and the BERT with ``preset``'s recipe (``gpu``: with the shipped WordPiece and packed
+    segments) and write the checkpoint to ``out_dir``; arguments and result as in :mod:`lmlib.recipes.pretraining`."""
     recipe, model_config, tokenizer_recipe = plan(preset, steps, PRETRAIN_RECIPE, PRETRAIN_CONFIG, PRETRAIN_TEACH,
                                                   TOKENIZER_RECIPE, PRETRAIN_GPU, overrides)
     job = PretrainRun(NAME, out_dir, {"recipe": recipe, "config": model_config, "tokenizer": tokenizer_recipe}, run,
@@ -393,21 +380,10 @@ def encode_single(tokenizer: WordPiece, texts: Sequence[str], max_len: int = 128
 
 def classification_batches(inputs: Sequence[Sequence[int]], labels: Sequence[int], batch_size: int, pad: int,
                            shuffle: bool = False, seed: int = 0) -> list[tuple]:
-    """``((input_ids, segment_ids, attention_mask), labels)`` batches, right-padded with ``pad``; all segment
-    ids 0 (one segment)."""
-    order = (torch.randperm(len(inputs), generator=torch.Generator().manual_seed(seed)).tolist() if shuffle
-             else list(range(len(inputs))))
-    batches = []
-    for i in range(0, len(order), batch_size):
-        rows = order[i: i + batch_size]
-        width = max(len(inputs[r]) for r in rows)
-        ids = torch.full((len(rows), width), pad, dtype=torch.long)
-        mask = torch.zeros((len(rows), width), dtype=torch.long)
-        for k, r in enumerate(rows):
-            ids[k, :len(inputs[r])] = torch.tensor(inputs[r])
-            mask[k, :len(inputs[r])] = 1
-        batches.append(((ids, torch.zeros_like(ids), mask), torch.tensor([labels[r] for r in rows])))
-    return batches
+    """``((input_ids, segment_ids, attention_mask), labels)`` batches of
+    :func:`lmlib.text.batching.classification_batches` (right-padded with ``pad``); all segment ids 0 (one segment)."""
+    return [((b.ids, torch.zeros_like(b.ids), b.mask.long()), b.labels)
+            for b in padded_batches(inputs, labels, batch_size, pad, shuffle, seed)]
 
 
 def classification_loss(model: BertClassifier, batch) -> BatchResult:
@@ -416,11 +392,9 @@ def classification_loss(model: BertClassifier, batch) -> BatchResult:
     return BatchResult(F.cross_entropy(logits, y), n=y.numel(), correct=int((logits.argmax(-1) == y).sum()))
 
 
-# GPT's fine-tuning budget (lmlib.recipes.gpt.FINETUNE_RECIPE: 128 tokens, head and tail, 3 epochs, at least 80 steps,
-# rate 5e-4), so that notebook 12 compares like with like. The rate was checked on 1,000 training reviews against
-# 1,000 other training reviews (never the test split): from random weights, 1e-4 and 3e-4 stayed at chance. The
-# pretrained model does not want a gentler rate either (tests/benchmarks/bench_bert_finetune_rates.py, same split,
-# 3 seeds): 5e-5 .570, 1e-4 .592, 2e-4 .615, 5e-4 .700, 1e-3 .679.
+# GPT's fine-tuning budget (lmlib.recipes.gpt.FINETUNE_RECIPE), so that notebook 12 compares like with like. On
+# training reviews (never the test split), random weights stayed at chance with 1e-4 and 3e-4, and the pretrained
+# model does best at 5e-4 too (tests/benchmarks/bench_bert_finetune_rates.py).
 FINETUNE_RECIPE = dict(max_len=128, batch_size=16, lr=5e-4, warmup_frac=0.1, weight_decay=0.01, dropout=0.1,
                        clip=1.0, epochs=3, min_steps=80)
 

@@ -1,21 +1,18 @@
 """An ELMo biLM pretrained on IMDb reviews: the tokenizer, the sentence data, the seeded recipe behind the checkpoint
-shipped in ``lmlib/pretrained/elmo_imdb/``, and its loader.
+shipped in ``lmlib/pretrained/elmo_imdb/`` (:data:`REBUILD`), its loader, and the features and probes built on it.
 
 Peters et al. (2018) train their biLM on the 1B Word Benchmark (about 800M words, 10 epochs) with 4096-cell LSTMs
-and a 2048-filter character CNN. This recipe trains the same objective (the §3.1 objective: forward plus backward NLL, shared
-character encoder and softmax) at a size one CPU core finishes in about twenty minutes: IMDb's 50,000 unlabelled
-reviews cut into sentences of at most 40 words, a character CNN of 256 filters with two highway layers, two LSTM
-layers of 512 cells projected to 128, and a word-level softmax over the 10,000 most frequent lower-cased words.
+and a 2048-filter character CNN. This recipe trains the same objective (the §3.1 objective: forward plus backward NLL,
+shared character encoder and softmax) at a size one CPU core finishes in about twenty minutes: IMDb's 50,000
+unlabelled reviews cut into sentences of at most 40 words, a character CNN of 256 filters with two highway layers,
+two LSTM layers of 512 cells projected to 128, and a word-level softmax over the 10,000 most frequent lower-cased words.
 
-Tokens (:func:`tokenize`): runs of letters (with inner apostrophes, ``don't``), numbers, and every other
-non-space character alone. The **inputs keep their case** and are read character by character, so every word,
-however rare, gets its own vector; the **softmax predicts the lower-cased word**, and a word outside the 10,000
-kept types is predicted as ``<unk>`` (a target only: it is never an input). Perplexities are therefore over this
-capped vocabulary, ``<unk>`` included, and are reported for each direction separately.
+The **inputs keep their case** and are read character by character, so every word, however rare, gets its own
+vector; the **softmax predicts the lower-cased word**, and a word outside the 10,000 kept types is predicted as
+``<unk>`` (a target only: it is never an input). Perplexities are therefore over this capped vocabulary, ``<unk>``
+included, and are reported for each direction separately.
 
-``python -m lmlib pretrain elmo --preset full --out lmlib/pretrained/elmo_imdb`` reproduces the checkpoint;
-:func:`load_pretrained` verifies its sha256 before loading. ``--preset gpu`` is the recipe sized for one GPU: 1,024
-sentences a step, held on the device as word-type ids whose characters and softmax ids are looked up there
+``--preset gpu`` is the recipe sized for one GPU: 1,024 sentences a step, held on the device as word-type ids
 (:func:`device_batches`), in float32 (the LSTMs), with checkpoints at token milestones on the way.
 """
 
@@ -86,14 +83,9 @@ def sentences_of(text: str, max_words: int = PRETRAIN_RECIPE["max_words"],
     of fewer than ``min_words`` tokens are dropped."""
     out: list[list[str]] = []
     for line in text.split("\n"):
-        current: list[str] = []
-        for tok in tokenize(line):
-            current.append(tok)
-            if tok in _SENTENCE_END:
-                out.append(current)
-                current = []
-        if current:
-            out.append(current)
+        tokens = tokenize(line)
+        ends = [k + 1 for k, tok in enumerate(tokens) if tok in _SENTENCE_END]
+        out += [tokens[a:b] for a, b in zip([0, *ends], [*ends, len(tokens)]) if a < b]
     pieces = [s[i: i + max_words] for s in out for i in range(0, len(s), max_words)]
     return [p for p in pieces if len(p) >= min_words]
 
@@ -197,10 +189,8 @@ def evaluate_bilm(model: BiLM, sentences: Sequence[Sequence[str]], vocab: Vocab,
 
 def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full",
              run: RunOptions | None = None, overrides: dict | None = None) -> dict | None:
-    """Train the biLM with the seeded ``PRETRAIN_RECIPE`` (``preset="teach"``: ``PRETRAIN_TEACH``, ``"gpu"``:
-    ``PRETRAIN_GPU``); write the checkpoint to ``out_dir``. ``run`` says how
-    (:class:`~lmlib.recipes.pretraining.RunOptions`: device, bf16, resumable checkpoints, a deadline); ``overrides``
-    replace recipe values by name. Returns the report, or None on a rank other than 0 under torchrun."""
+    """Train the biLM with ``preset``'s recipe and write the checkpoint to ``out_dir``; arguments and result as in
+    :mod:`lmlib.recipes.pretraining`."""
     recipe, model_config, _ = plan(preset, steps, PRETRAIN_RECIPE, PRETRAIN_CONFIG, PRETRAIN_TEACH, gpu=PRETRAIN_GPU,
                                    overrides=overrides)
     recipe["warmup"] = min(recipe["warmup"], recipe["steps"] // 10)
@@ -223,12 +213,15 @@ def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full"
     pad = vocab.stoi[SPECIALS[0]]
     tokens_per_step = recipe["batch_size"] * (n_words + 2 * len(train)) / len(train)  # on average: <bos> and <eos> too
 
+    about = {"model": "ELMo biLM (lmlib.models.elmo), pretrained on IMDb's unlabelled reviews",
+             "config": config.__dict__, "recipe": recipe}
+
+    def save(folder: str | Path, report: dict) -> dict:
+        return save_shipped(folder, NAME, model.state_dict(), config.__dict__, report, side_files={"vocab.json": vocab.save})
+
     def milestone(folder: Path, trainer: Trainer, tokens: int) -> None:
-        save_shipped(folder, NAME, model.state_dict(), config.__dict__,
-                     {"model": "ELMo biLM (lmlib.models.elmo), pretrained on IMDb's unlabelled reviews",
-                      "config": config.__dict__, "recipe": recipe, "tokens_seen": round(trainer.step * tokens_per_step),
-                      "steps": trainer.step, "train_loss_curve": loss_curve(trainer.batch_losses)},
-                     side_files={"vocab.json": vocab.save})
+        save(folder, {**about, "tokens_seen": round(trainer.step * tokens_per_step), "steps": trainer.step,
+                      "train_loss_curve": loss_curve(trainer.batch_losses)})
 
     trainer = Trainer(model, opt, bilm_loss,
                       [WarmupCosine(recipe["steps"], recipe["warmup"], recipe["min_ratio"]),
@@ -253,16 +246,14 @@ def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full"
     print(f"held-out: forward perplexity {metrics['forward_ppl']:.1f}, backward {metrics['backward_ppl']:.1f}",
           flush=True)
     report = {
-        "model": "ELMo biLM (lmlib.models.elmo), pretrained on IMDb's unlabelled reviews",
-        "config": config.__dict__, "recipe": recipe, "parameters": sum(p.numel() for p in model.parameters()),
+        **about, "parameters": sum(p.numel() for p in model.parameters()),
         "train_sentences": len(train), "train_words": n_words, "vocab_coverage": coverage,
         "tokens_seen": int(tokens[0]), "steps": trainer.step, **last_losses(trainer.batch_losses),
         "valid_sentences": len(valid), **{f"valid_{k}": v for k, v in metrics.items()},
     }
     if preset != "full":
         report["train_loss_curve"] = loss_curve(trainer.batch_losses)
-    report = save_shipped(out_dir, NAME, model.state_dict(), config.__dict__, job.annotate(report),
-                          side_files={"vocab.json": vocab.save})
+    report = save(out_dir, job.annotate(report))
     job.finish()
     return report
 

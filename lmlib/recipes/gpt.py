@@ -1,19 +1,16 @@
-"""A GPT pretrained on IMDb reviews: the byte-level BPE, the seeded one-core recipe, and the loader of the checkpoint
-shipped in ``lmlib/pretrained/gpt_imdb/``.
+"""A GPT pretrained on IMDb reviews: the byte-level BPE, the seeded recipe, the loader of the checkpoint shipped in
+``lmlib/pretrained/gpt_imdb/``, and GPT-1's fine-tuning for classification.
 
 Radford et al. (2018) pretrain on BooksCorpus (about 800M words) for 100 epochs of 512-token windows; this is the
 same objective, L_1 = Σ_i log P(u_i | u_{i−k}, ..., u_{i−1}), at a course's scale: IMDb's 50,000 unlabelled
 reviews, a byte-level BPE of 8,192 tokens trained on them (so the model and its tokenizer speak the same text, as in
 GPT-2), a 4-layer pre-norm GPT of 128 dimensions, random 128-token windows.
 
-``python -m lmlib pretrain gpt`` trains it with one of three presets: ``teach`` (seconds), ``full`` (sized for one CPU
-core: a few million tokens, two per parameter, too few for the pretraining to transfer) and ``gpu`` (batches of 256
-windows gathered on the device, bf16, about a hundred tokens per parameter), which made the shipped checkpoint
-(:data:`REBUILD`; its ``pretrain.json`` records the run) with the BPE shipped before it. :func:`load_pretrained`
-verifies the checkpoint's sha256 against the ``pretrain.json`` beside it before loading.
-
-The held-out reviews (the last ``valid_reviews`` of the unlabelled split) are never trained on; the validation
-perplexity is measured on them, per BPE token, and also as bits per character so it compares across tokenizers.
+``--preset full`` is sized for one CPU core (a few million tokens, two per parameter: too few for the pretraining to
+transfer); ``--preset gpu`` (batches of 256 windows gathered on the device, bf16, about a hundred tokens per
+parameter) made the shipped checkpoint (:data:`REBUILD`) with the BPE shipped before it. The validation perplexity is
+measured on the last ``valid_reviews`` unlabelled reviews, never trained on, per BPE token and as bits per character
+(which compares across tokenizers).
 """
 
 from __future__ import annotations
@@ -60,11 +57,7 @@ PRETRAIN_GPU = dict(recipe=dict(batch_size=256, steps=7680, warmup=200), bf16=Tr
 def encode_stream(tokenizer: ByteLevelBPE, texts: Sequence[str]) -> torch.Tensor:
     """One long token stream: every text followed by ``<|endoftext|>`` (GPT-2's document separator)."""
     eos = tokenizer.token_to_id(EOS)
-    ids: list[int] = []
-    for text in texts:
-        ids.extend(tokenizer.encode(text))
-        ids.append(eos)
-    return torch.tensor(ids, dtype=torch.long)
+    return torch.tensor([i for text in texts for i in (*tokenizer.encode(text), eos)], dtype=torch.long)
 
 
 def random_windows(stream: torch.Tensor, block_size: int, batch_size: int, steps: int,
@@ -127,10 +120,8 @@ def evaluate_stream(model: GPT, stream: torch.Tensor, windows: int, batch_size: 
 
 def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full",
              run: RunOptions | None = None, overrides: dict | None = None) -> dict | None:
-    """Train the BPE and the GPT with the seeded ``PRETRAIN_RECIPE`` (``preset="teach"``: ``PRETRAIN_TEACH``;
-    ``"gpu"``: ``PRETRAIN_GPU``, with the shipped BPE); write the checkpoint to ``out_dir``. ``run`` says how
-    (:class:`~lmlib.recipes.pretraining.RunOptions`: device, bf16, resumable checkpoints, a deadline); ``overrides``
-    replace recipe values by name. Returns the report, or None on a rank other than 0 under torchrun."""
+    """Train the BPE and the GPT with ``preset``'s recipe (``gpu``: with the shipped BPE) and write the checkpoint to
+    ``out_dir``; arguments and result as in :mod:`lmlib.recipes.pretraining`."""
     recipe, model_config, tokenizer_recipe = plan(preset, steps, PRETRAIN_RECIPE, PRETRAIN_CONFIG, PRETRAIN_TEACH,
                                                   TOKENIZER_RECIPE, PRETRAIN_GPU, overrides)
     recipe["warmup"] = min(recipe["warmup"], recipe["steps"] // 10)  # a shortened run keeps a proportionate warm-up

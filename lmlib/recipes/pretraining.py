@@ -1,39 +1,29 @@
 """What every pretraining recipe shares: presets, resumable runs, data-parallel and bf16 training, GPU-sized runs.
 
-``python -m lmlib pretrain {awd-lstm,ulmfit-imdb,elmo,gpt,bert}`` (:mod:`lmlib.__main__`) and each recipe module's own
-``python -m lmlib.recipes.<x> pretrain`` call the same ``pretrain(out_dir, steps, preset, run)`` of that module; that
-function states *what* is computed (data, model, optimizer, schedule), a :class:`PretrainRun` *how* it is carried out:
+``python -m lmlib pretrain {awd-lstm,ulmfit-imdb,elmo,gpt,bert}`` (:mod:`lmlib.__main__`) calls the recipe module's
+``pretrain(out_dir, steps, preset, run, overrides)`` (``run`` a :class:`RunOptions`, ``overrides`` recipe values by
+name), which returns the report it wrote (None on a rank other than 0 under torchrun). That function states *what* is
+computed (data, model, optimizer, schedule), a :class:`PretrainRun` *how* it is carried out:
 
-* **presets** (:func:`plan`): ``full`` is the recorded recipe (``PRETRAIN_RECIPE``/``PRETRAIN_CONFIG``, the numbers
-  in the shipped ``pretrain.json``); ``teach`` is the same recipe on a sliver of the data with a tiny model and a few
-  steps (the module's ``PRETRAIN_TEACH`` overrides), to try the command in seconds; ``gpu`` is the recipe sized for
-  one GPU (the module's ``PRETRAIN_GPU`` overrides): batches hundreds of sequences wide, built on the device, their
-  learning rate from the square-root rule (:func:`~lmlib.training.schedules.scaled_lr`), bf16 autocast where the
-  model allows it (the LSTMs stay in float32), fused AdamW, and the losses read back every ``GPU_LOG_EVERY`` steps
-  only (:class:`~lmlib.training.trainer.Trainer`'s ``log_every``), so the GPU never waits for the host.
+* **presets** (:func:`plan`): ``full`` is the recorded recipe (``PRETRAIN_RECIPE``/``PRETRAIN_CONFIG``); ``teach`` the
+  same recipe on a sliver of the data with a tiny model (``PRETRAIN_TEACH``), to try the command in seconds; ``gpu``
+  the recipe sized for one GPU (``PRETRAIN_GPU``): wide batches built on the device, their rate by the square-root rule
+  (:func:`~lmlib.training.schedules.scaled_lr`), bf16 where the model allows it (the LSTMs stay in float32), fused
+  AdamW, and the loss read back every ``GPU_LOG_EVERY`` steps only, so the GPU never waits for the host.
 * **a time budget** (``RunOptions.deadline``): :class:`~lmlib.training.callbacks.TimeBudget` fits the schedule to it.
 * **milestones** (a recipe's ``milestones``): a checkpoint each time the tokens read pass one (:class:`Milestones`).
-* **resume** (:class:`PretrainRun`): every ``checkpoint_every`` steps the Trainer's state (model, optimizer,
-  callbacks' schedules, step, the epoch's running sums, a stateful loss's carried state) and every global random
-  generator (torch, CUDA, NumPy, Python) go to ``<out>/resume.pt`` through a temporary file and ``os.replace``.
-  A resumed run rebuilds the data and model exactly as the first did (same seeds), loads that file, and
-  :meth:`~lmlib.training.trainer.Trainer.fit` draws and drops the batches already taken, so a recipe's seeded batch
-  generator (a ``torch.Generator`` it owns) reaches the same next batch: the final weights equal an uninterrupted
-  run's bit for bit. The file is deleted once ``pretrain.json`` is written.
-* **several processes**: under ``torchrun`` (after :func:`~lmlib.training.distributed.init_distributed`) each global
-  batch is split between the ranks with :func:`~lmlib.training.distributed.shard_batches` and the Trainer runs DDP;
-  each rank draws its dropout masks from its own random stream (the checkpoint keeps every rank's), and rank 0
-  alone writes files. A run may be resumed with another number of processes (written under torchrun,
-  finished in one process, or the other way round): the global batches are the same, so it follows the same
-  steps up to float rounding, not bit for bit; ``pretrain.json`` then lists the process counts in ``run``.
-* **bf16**: ``torch.autocast(device, torch.bfloat16)`` around the forward pass and the loss.
-* **checked first**: the device (CUDA present and, with bf16, able to run it), the output folder (a folder, or a place
-  one can be created, that this process can write to), what the folder already holds, and ``stop_after`` (inside
-  the run, after the step it resumes from) are checked when :class:`RunOptions` and :class:`PretrainRun` are built,
-  before a recipe reads data or trains a tokenizer; each failure is a :class:`PretrainError` that says what to do.
-* **progress** (:meth:`PretrainRun.progress`): a tqdm bar of the steps with the loss, tokens/s and the time left
-  (plain lines when the output is not a terminal, rank 0 only), then one summary line; it only prints, so the
-  numbers a run computes are the same with it or without it.
+* **resume**: every ``checkpoint_every`` steps the Trainer's state and every global random generator go to
+  ``<out>/resume.pt`` (atomically). A resumed run rebuilds data and model with the same seeds, loads it, and the
+  Trainer drops the batches already taken, so the final weights equal an uninterrupted run's bit for bit. The file is
+  deleted once ``pretrain.json`` is written.
+* **several processes** (torchrun): each global batch is split between the ranks
+  (:func:`~lmlib.training.distributed.shard_batches`), each rank draws its own dropout masks, rank 0 alone writes
+  files. A run resumed with another number of processes takes the same steps up to float rounding, not bit for bit;
+  ``pretrain.json`` then lists the process counts in ``run``.
+* **checked first**: the device, the output folder, what it already holds and ``stop_after`` are checked when
+  :class:`RunOptions` and :class:`PretrainRun` are built, before any data is read; each failure is a
+  :class:`PretrainError` that says what to do.
+* **progress** (:meth:`PretrainRun.progress`): a bar (or plain lines off a terminal) on rank 0, then a summary line.
 """
 
 from __future__ import annotations

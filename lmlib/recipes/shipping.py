@@ -84,16 +84,14 @@ def verify_shipped(directory: str | Path, rebuild: str, files: Sequence[str] | N
     if unlisted:
         raise ValueError(f"{REPORT} in {directory} records no sha256 for {unlisted[0]}, so it cannot be verified; "
                          f"rebuild the checkpoint with `{rebuild}`")
-    for file_name, expected in recorded.items():
-        if files is not None and file_name not in files:
-            continue
+    for file_name in recorded if files is None else files:
         path = directory / file_name
         if not path.is_file():
             raise FileNotFoundError(f"{file_name} is missing from {directory}; restore it from git or rebuild it with `{rebuild}`")
         actual = sha256_of(path)
-        if actual != expected:
-            raise ValueError(f"{path} has sha256 {actual}, but {REPORT} records {expected}: the file is corrupt or was "
-                             f"replaced. Restore it from git or rebuild the checkpoint with `{rebuild}`")
+        if actual != recorded[file_name]:
+            raise ValueError(f"{path} has sha256 {actual}, but {REPORT} records {recorded[file_name]}: the file is "
+                             f"corrupt or was replaced. Restore it from git or rebuild the checkpoint with `{rebuild}`")
     return report
 
 
@@ -103,7 +101,7 @@ def load_shipped(directory: str | Path, name: str, rebuild: str) -> tuple[dict, 
 
     report = verify_shipped(directory, rebuild)
     weights = Path(directory) / f"{name}.safetensors"
-    if f"{name}.safetensors" not in report.get("sha256", {}):
+    if weights.name not in report.get("sha256", {}):
         raise ValueError(f"{REPORT} in {directory} records no sha256 for {name}.safetensors, so it cannot be verified; "
                          f"rebuild the checkpoint with `{rebuild}`")
     with safe_open(str(weights), framework="pt") as fh:

@@ -1,23 +1,19 @@
 """Does what a language model learned transfer? A frozen-feature sentiment probe on IMDb reviews, for ULMFiT's
 AWD-LSTM language model and for ELMo's biLM, each beside the same architecture at random init.
 
-Howard & Ruder (2018, "Universal Language Model Fine-tuning for Text Classification", sec. 3.3) pool the top LSTM
-layer of their classifier by concat pooling, h_c = [h_T, maxpool(H), meanpool(H)]; Peters et al. (2018, "Deep
-contextualized word representations", sec. 5.2-5.3) probe each biLM layer alone. A *probe* asks what a frozen
-network's features already hold: no weight of the network moves, only a linear classifier on top is trained. If a
-pretrained model's features classify no better than a randomly initialised copy's, pretraining has taught the
-model nothing the task can read off (Conneau et al. 2018, "What you can cram into a single $&!#* vector", use the
-same linear probes for sentences).
+A *probe* asks what a frozen network's features already hold: no weight of the network moves, only a linear
+classifier on top is trained (Conneau et al. 2018, "What you can cram into a single $&!#* vector", probe sentences
+so). If a pretrained model's features classify no better than a randomly initialised copy's, pretraining has taught
+the model nothing the task can read off. Every model reads a review's first and last 64 tokens
+(:func:`lmlib.text.truncation.head_and_tail`); the probe is a logistic regression with its C chosen by
+cross-validation on the training labels only (:func:`fit_probe`). The features:
 
-Every model reads a review's first and last 64 tokens (:func:`lmlib.text.truncation.head_and_tail`, 128 in all),
-the cut the other transfer experiments of the course use. The probe is scikit-learn's logistic regression on
-standardised features with its inverse regularisation C chosen by stratified 5-fold cross-validation on the
-training labels only (:func:`fit_probe`); the features:
-
-* ULMFiT (:func:`ulmfit_features`): ``"concat"``, concat pooling of every LSTM layer's output, the layers side
-  by side; ``"embeddings"``, the mean of the input word vectors (what a bag of the LM's word vectors holds);
-* ELMo (:func:`elmo_features`): each layer mean-pooled over the kept words (0 = the character CNN, 1.. = the
-  LSTM layers, each [forward; backward]) and ``"all"``, the layers side by side.
+* ULMFiT (:func:`ulmfit_features`): ``"concat"``, concat pooling h_c = [h_T, maxpool(H), meanpool(H)] (Howard &
+  Ruder 2018, "Universal Language Model Fine-tuning for Text Classification", sec. 3.3) of every LSTM layer's
+  output, the layers side by side; ``"embeddings"``, the mean of the input word vectors;
+* ELMo (:func:`elmo_features`): each layer mean-pooled over the kept words (0 = the character CNN, 1.. = the LSTM
+  layers, each [forward; backward]), each probed alone as Peters et al. (2018, "Deep contextualized word
+  representations", sec. 5.2-5.3) do, and ``"all"``, the layers side by side.
 
 :func:`ulmfit_probes` and :func:`elmo_probes` return one row per (init, feature, labels, seed);
 ``tests/benchmarks/bench_transfer_milestones.py`` runs them on checkpoints saved during pretraining.
@@ -25,6 +21,7 @@ training labels only (:func:`fit_probe`); the features:
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -259,7 +256,7 @@ def summary(rows: Sequence[dict]) -> list[dict]:
         groups.setdefault((r["init"], r["feature"], r["n_labels"]), []).append(r["accuracy"])
     out = []
     for (init, feature, n), accs in sorted(groups.items()):
-        mean = sum(accs) / len(accs)
-        se = (sum((a - mean) ** 2 for a in accs) / (len(accs) - 1) / len(accs)) ** 0.5 if len(accs) > 1 else None
-        out.append({"init": init, "feature": feature, "n_labels": n, "seeds": len(accs), "mean": mean, "se": se})
+        se = statistics.stdev(accs) / len(accs) ** 0.5 if len(accs) > 1 else None
+        out.append({"init": init, "feature": feature, "n_labels": n, "seeds": len(accs), "mean": statistics.fmean(accs),
+                    "se": se})
     return out

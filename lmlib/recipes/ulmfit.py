@@ -50,9 +50,8 @@ PRETRAIN_CONFIG = dict(embed_size=200, hidden_size=256, num_layers=3,
                        embed_p=0.0, input_p=0.05, hidden_p=0.05, weight_p=0.05, output_p=0.05)
 PRETRAIN_RECIPE = dict(seed=0, batch_size=32, bptt=70, steps=3000, eta_max=4e-3, cut_frac=0.1, ratio=32.0,
                        clip=0.5, betas=(0.8, 0.99))
-# `--preset teach` of `python -m lmlib pretrain awd-lstm`: the same recipe with a tiny LM and a few steps, its
-# perplexities measured on the first 10,000 tokens of PTB's validation and test text (the whole of both, 156k tokens
-# through a 10,000-way softmax, took 60% of a teach run's 17 s). The full recipe measures the whole splits.
+# `--preset teach`: the same recipe with a tiny LM and a few steps, its perplexities measured on the first 10,000
+# tokens of PTB's validation and test text (the whole splits would take most of the run)
 PRETRAIN_TEACH = dict(recipe=dict(steps=30, batch_size=8, bptt=20, heldout_tokens=10_000),
                       config=dict(embed_size=32, hidden_size=64, num_layers=2))
 # `--preset gpu`: 128 streams a step for ~80 epochs of PTB, with the dropouts of a long run (Merity et al. 2018 use
@@ -83,11 +82,9 @@ def evaluate_lm(model: AWDLSTMLanguageModel, ids: torch.Tensor, batch_size: int 
 
 def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full", run=None,
              overrides: dict | None = None) -> dict | None:
-    """Stage (a): train the AWD-LSTM LM on PTB with the seeded recipe ``PRETRAIN_RECIPE`` (``preset="teach"``:
-    ``PRETRAIN_TEACH``, ``"gpu"``: ``PRETRAIN_GPU``); write ``awd_lstm_ptb.safetensors`` (fp16), ``vocab.json`` and
-    ``pretrain.json`` to ``out_dir``. ``run`` says how (:class:`~lmlib.recipes.pretraining.RunOptions`: device, bf16,
-    resumable checkpoints, a deadline; the LSTM's carried state is part of a checkpoint); ``overrides`` replace recipe
-    values by name. Returns the report, or None on a rank other than 0 under torchrun."""
+    """Stage (a): train the AWD-LSTM LM on PTB with ``preset``'s recipe and write it with :func:`save_pretrained`
+    to ``out_dir``; arguments and result as in :mod:`lmlib.recipes.pretraining` (a resume checkpoint includes the
+    LSTM's carried state)."""
     recipe, model_config, _ = plan(preset, steps, PRETRAIN_RECIPE, PRETRAIN_CONFIG, PRETRAIN_TEACH, gpu=PRETRAIN_GPU,
                                    overrides=overrides)
     job = PretrainRun(NAME, out_dir, {"recipe": recipe, "config": model_config}, run, preset)

@@ -56,12 +56,8 @@ def _vocab(sentences: Sequence[Sequence[str]], min_count: int) -> Vocab:
 
 def _stream(sentences: Sequence[Sequence[str]], vocab: Vocab) -> tuple[torch.Tensor, torch.Tensor]:
     """The id of every kept token and the number of its sentence, both ``(N,)``."""
-    ids, sentence = [], []
-    for n, s in enumerate(sentences):
-        kept = [vocab.stoi[w] for w in s if w in vocab.stoi]
-        ids += kept
-        sentence += [n] * len(kept)
-    return torch.tensor(ids), torch.tensor(sentence)
+    kept = [(vocab.stoi[w], n) for n, s in enumerate(sentences) for w in s if w in vocab.stoi]
+    return torch.tensor([i for i, _ in kept]), torch.tensor([n for _, n in kept])
 
 
 def train_word2vec(sentences: Sequence[Sequence[str]], config: Word2VecConfig | None = None,
