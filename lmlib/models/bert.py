@@ -88,10 +88,6 @@ class BertConfig:
             raise ValueError("nsp_head=True needs pooler=True: next sentence prediction classifies the pooled "
                              "[CLS] vector")
 
-    @property
-    def head_dim(self) -> int:
-        return self.d_model // self.num_heads
-
 
 class EncoderLayer(nn.Module):
     """One post-norm Transformer encoder layer (Vaswani et al. §3.1; BERT uses it unchanged, with GELU):
@@ -331,38 +327,28 @@ class BertClassifier(nn.Module):
 
 # How transformers names each weight of lmlib's BERT ("{i}" = layer index). Encoder keys sit under "bert." in
 # the models with heads (BertForPreTraining, BertForMaskedLM, ...) and at the top in BertModel; head keys
-# ("cls.") are never prefixed. The tied MLM decoder weight is the word embedding and is not listed.
+# ("cls.") are never prefixed. The tied MLM decoder weight is the word embedding and is not listed; each module
+# below the embeddings has a weight and a bias.
 HF_BERT_NAMES = {
     "tok_emb.weight": "embeddings.word_embeddings.weight",
     "seg_emb.weight": "embeddings.token_type_embeddings.weight",
     "pos_emb.weight": "embeddings.position_embeddings.weight",
-    "emb_norm.weight": "embeddings.LayerNorm.weight",
-    "emb_norm.bias": "embeddings.LayerNorm.bias",
-    "layers.{i}.attn.w_q.weight": "encoder.layer.{i}.attention.self.query.weight",
-    "layers.{i}.attn.w_q.bias": "encoder.layer.{i}.attention.self.query.bias",
-    "layers.{i}.attn.w_k.weight": "encoder.layer.{i}.attention.self.key.weight",
-    "layers.{i}.attn.w_k.bias": "encoder.layer.{i}.attention.self.key.bias",
-    "layers.{i}.attn.w_v.weight": "encoder.layer.{i}.attention.self.value.weight",
-    "layers.{i}.attn.w_v.bias": "encoder.layer.{i}.attention.self.value.bias",
-    "layers.{i}.attn.w_o.weight": "encoder.layer.{i}.attention.output.dense.weight",
-    "layers.{i}.attn.w_o.bias": "encoder.layer.{i}.attention.output.dense.bias",
-    "layers.{i}.ln_1.weight": "encoder.layer.{i}.attention.output.LayerNorm.weight",
-    "layers.{i}.ln_1.bias": "encoder.layer.{i}.attention.output.LayerNorm.bias",
-    "layers.{i}.fc.weight": "encoder.layer.{i}.intermediate.dense.weight",
-    "layers.{i}.fc.bias": "encoder.layer.{i}.intermediate.dense.bias",
-    "layers.{i}.proj.weight": "encoder.layer.{i}.output.dense.weight",
-    "layers.{i}.proj.bias": "encoder.layer.{i}.output.dense.bias",
-    "layers.{i}.ln_2.weight": "encoder.layer.{i}.output.LayerNorm.weight",
-    "layers.{i}.ln_2.bias": "encoder.layer.{i}.output.LayerNorm.bias",
-    "pooler.weight": "pooler.dense.weight",
-    "pooler.bias": "pooler.dense.bias",
-    "mlm.dense.weight": "cls.predictions.transform.dense.weight",
-    "mlm.dense.bias": "cls.predictions.transform.dense.bias",
-    "mlm.norm.weight": "cls.predictions.transform.LayerNorm.weight",
-    "mlm.norm.bias": "cls.predictions.transform.LayerNorm.bias",
     "mlm.decoder.bias": "cls.predictions.bias",
-    "nsp.weight": "cls.seq_relationship.weight",
-    "nsp.bias": "cls.seq_relationship.bias",
+    **{f"{ours}.{p}": f"{theirs}.{p}" for p in ("weight", "bias") for ours, theirs in {
+        "emb_norm": "embeddings.LayerNorm",
+        "layers.{i}.attn.w_q": "encoder.layer.{i}.attention.self.query",
+        "layers.{i}.attn.w_k": "encoder.layer.{i}.attention.self.key",
+        "layers.{i}.attn.w_v": "encoder.layer.{i}.attention.self.value",
+        "layers.{i}.attn.w_o": "encoder.layer.{i}.attention.output.dense",
+        "layers.{i}.ln_1": "encoder.layer.{i}.attention.output.LayerNorm",
+        "layers.{i}.fc": "encoder.layer.{i}.intermediate.dense",
+        "layers.{i}.proj": "encoder.layer.{i}.output.dense",
+        "layers.{i}.ln_2": "encoder.layer.{i}.output.LayerNorm",
+        "pooler": "pooler.dense",
+        "mlm.dense": "cls.predictions.transform.dense",
+        "mlm.norm": "cls.predictions.transform.LayerNorm",
+        "nsp": "cls.seq_relationship",
+    }.items()},
 }
 HF_BERT_CLASSES = ("BertForPreTraining", "BertForMaskedLM", "BertForNextSentencePrediction", "BertModel")
 

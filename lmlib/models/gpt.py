@@ -74,10 +74,6 @@ class GPTConfig:
         if not self.layer_norm_eps > 0:
             raise ValueError(f"layer_norm_eps must be positive (GPT-2 uses 1e-5), got {self.layer_norm_eps}")
 
-    @property
-    def head_dim(self) -> int:
-        return self.d_model // self.num_heads
-
 
 class KVCache:
     """The keys and values of every token seen so far, one ``(batch, heads, length, head_dim)`` pair per layer.
@@ -188,24 +184,20 @@ class Block(nn.Module):
         return h, weights
 
 
-# How transformers' GPT2LMHeadModel names each weight of lmlib's GPT ("{i}" = layer index).
+# How transformers' GPT2LMHeadModel names each weight of lmlib's GPT ("{i}" = layer index): every module but the
+# embeddings has a weight and a bias.
 HF_GPT2_NAMES = {
     "tok_emb.weight": "transformer.wte.weight",
     "pos_emb.pe": "transformer.wpe.weight",
-    "blocks.{i}.ln_1.weight": "transformer.h.{i}.ln_1.weight",
-    "blocks.{i}.ln_1.bias": "transformer.h.{i}.ln_1.bias",
-    "blocks.{i}.attn.qkv.weight": "transformer.h.{i}.attn.c_attn.weight",
-    "blocks.{i}.attn.qkv.bias": "transformer.h.{i}.attn.c_attn.bias",
-    "blocks.{i}.attn.proj.weight": "transformer.h.{i}.attn.c_proj.weight",
-    "blocks.{i}.attn.proj.bias": "transformer.h.{i}.attn.c_proj.bias",
-    "blocks.{i}.ln_2.weight": "transformer.h.{i}.ln_2.weight",
-    "blocks.{i}.ln_2.bias": "transformer.h.{i}.ln_2.bias",
-    "blocks.{i}.mlp.fc.weight": "transformer.h.{i}.mlp.c_fc.weight",
-    "blocks.{i}.mlp.fc.bias": "transformer.h.{i}.mlp.c_fc.bias",
-    "blocks.{i}.mlp.proj.weight": "transformer.h.{i}.mlp.c_proj.weight",
-    "blocks.{i}.mlp.proj.bias": "transformer.h.{i}.mlp.c_proj.bias",
-    "ln_f.weight": "transformer.ln_f.weight",
-    "ln_f.bias": "transformer.ln_f.bias",
+    **{f"{ours}.{p}": f"transformer.{theirs}.{p}" for p in ("weight", "bias") for ours, theirs in {
+        "blocks.{i}.ln_1": "h.{i}.ln_1",
+        "blocks.{i}.attn.qkv": "h.{i}.attn.c_attn",
+        "blocks.{i}.attn.proj": "h.{i}.attn.c_proj",
+        "blocks.{i}.ln_2": "h.{i}.ln_2",
+        "blocks.{i}.mlp.fc": "h.{i}.mlp.c_fc",
+        "blocks.{i}.mlp.proj": "h.{i}.mlp.c_proj",
+        "ln_f": "ln_f",
+    }.items()},
 }
 # GPT-2's Conv1D stores its weight as (in, out), nn.Linear as (out, in): these four are transposed.
 HF_GPT2_TRANSPOSED = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
