@@ -34,6 +34,7 @@ from typing import NamedTuple
 
 import torch
 
+from .batching import pad_batch
 from .tokenizers import SPECIAL_TOKENS
 
 IGNORE_INDEX = -100  # MLM label of a position that is not predicted
@@ -232,14 +233,9 @@ def pretraining_batch(pairs: Sequence[SentencePair], specials: SpecialIds, vocab
     if len(pairs) == 0:
         raise ValueError("pretraining_batch needs at least one pair")
     encoded = [encode_pair(p.a, p.b, specials, max_len) for p in pairs]
-    width = max(len(ids) for ids, _ in encoded)
-    input_ids = torch.full((len(pairs), width), specials.pad, dtype=torch.long)
-    segment_ids = torch.zeros((len(pairs), width), dtype=torch.long)
-    attention_mask = torch.zeros((len(pairs), width), dtype=torch.long)
-    for row, (ids, segments) in enumerate(encoded):
-        input_ids[row, :len(ids)] = torch.tensor(ids)
-        segment_ids[row, :len(ids)] = torch.tensor(segments)
-        attention_mask[row, :len(ids)] = 1
+    input_ids, real, _ = pad_batch([ids for ids, _ in encoded], specials.pad)
+    segment_ids = pad_batch([segments for _, segments in encoded], 0).ids
+    attention_mask = real.long()  # 1 at real tokens, 0 at [PAD], as BERT takes it
     masked = mask_tokens(input_ids, specials, vocab_size, attention_mask, mask_rate, generator)
     nsp_labels = torch.tensor([p.nsp_label for p in pairs], dtype=torch.long)
     return PretrainingBatch(masked.input_ids, segment_ids, attention_mask, masked.labels, nsp_labels, masked.how)
