@@ -270,24 +270,20 @@ def self_contained(bertviz_html: str, libraries: str = "inline") -> str:
     """
     if libraries not in LIBRARIES:
         raise ValueError(f"libraries must be one of {LIBRARIES}, got {libraries!r}")
+    layout = ("bertviz's output does not have the layout of bertviz 1.4 (a require.js tag, a <div id='bertviz-...'>, "
+              "a script of require.config and one requirejs([...]) call); lmlib's offline views need bertviz 1.4.x")
     match = _BERTVIZ_HTML.match(bertviz_html)
     if match is None:
-        raise RuntimeError("bertviz's output does not have the layout of bertviz 1.4 (require.js tag, view <div>, "
-                           "script); lmlib's offline views need bertviz 1.4.x")
-    js = match["js"]
-    js, configs = _REQUIRE_CONFIG.subn("", js, count=1)
+        raise RuntimeError(layout)
+    js, configs = _REQUIRE_CONFIG.subn("", match["js"], count=1)
     js, calls = _REQUIRE_CALL.subn("var draw = function ($, d3) {", js, count=1)
     js = js.rstrip()
-    if configs != 1 or calls != 1 or not js.endswith("});"):
-        raise RuntimeError("bertviz's script does not have the require.config / requirejs([...]) layout of "
-                           "bertviz 1.4; lmlib's offline views need bertviz 1.4.x")
-    js = js[: -len("});")] + "};"
-    leftover = _LOADER_CALL.search(js)
-    if leftover:
-        raise RuntimeError(f"bertviz's script still calls a module loader after rewriting: {leftover[0]!r}")
     root = re.search(r'<div id="(bertviz-[0-9a-f]+)"', match["div"])
-    if root is None:
-        raise RuntimeError("bertviz's view has no <div id='bertviz-...'> root")
+    if configs != 1 or calls != 1 or not js.endswith("});") or root is None:
+        raise RuntimeError(layout)
+    js = js[: -len("});")] + "};"
+    if _LOADER_CALL.search(js):  # a module loader left after the rewriting would capture d3
+        raise RuntimeError(layout)
     run = [
         "  try {",
         "    draw($, d3);",
