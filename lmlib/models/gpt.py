@@ -421,12 +421,15 @@ def generate(model: GPT, idx: torch.Tensor, max_new_tokens: int, temperature: fl
         raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
     if generator is not None and seed is not None:
         raise ValueError("give either a generator or a seed, not both")
-    if not greedy:  # check the filters' arguments before any work
-        apply_temperature(torch.zeros(1), temperature)
+
+    def filtered(logits: torch.Tensor) -> torch.Tensor:  # (B, V) -> (B, V)
+        logits = apply_temperature(logits, temperature)
         if top_k is not None:
-            top_k_filter(torch.zeros(1), top_k)
-        if top_p is not None:
-            top_p_filter(torch.zeros(1), top_p)
+            logits = top_k_filter(logits, top_k)
+        return logits if top_p is None else top_p_filter(logits, top_p)
+
+    if not greedy:
+        filtered(torch.zeros(1))  # checks the filters' arguments before any work
     check_inputs(model, idx[:, -model.config.block_size:])
     if seed is not None:
         generator = torch.Generator(device=idx.device).manual_seed(seed)
@@ -445,12 +448,7 @@ def generate(model: GPT, idx: torch.Tensor, max_new_tokens: int, temperature: fl
             if greedy:
                 next_id = logits.argmax(dim=-1, keepdim=True)  # (B, 1)
             else:
-                logits = apply_temperature(logits, temperature)
-                if top_k is not None:
-                    logits = top_k_filter(logits, top_k)
-                if top_p is not None:
-                    logits = top_p_filter(logits, top_p)
-                next_id = torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator)  # (B, 1)
+                next_id = torch.multinomial(torch.softmax(filtered(logits), dim=-1), 1, generator=generator)  # (B, 1)
             idx = torch.cat([idx, next_id], dim=1)  # (B, T+1)
     return idx
 
