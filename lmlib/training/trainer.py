@@ -19,9 +19,8 @@ default ``log_every=1`` every step is read, as on a CPU, where reading costs not
 
 The same Trainer runs data-parallel under ``torchrun --nproc_per_node=N`` (:mod:`lmlib.training.distributed`):
 after ``init_distributed()`` it wraps the model in DistributedDataParallel, so each rank trains on its share of the
-global batch and the gradients are averaged; the reported losses are averaged over the ranks, and callbacks that only
-print, draw or write files (``main_process_only = True``) run on rank 0 alone. ``trainer.model`` stays the plain
-model, so checkpoints look the same with one process or many.
+global batch and the gradients are averaged. ``trainer.model`` stays the plain model, so checkpoints look the same
+with one process or many.
 
 A checkpoint may be taken in the middle of an epoch (``Checkpoint(path, every_steps=N)``): it records how many batches
 of the epoch were taken and their running loss sums, and :meth:`Trainer.fit` after :meth:`Trainer.load_checkpoint`
@@ -122,9 +121,8 @@ def evaluate(model: nn.Module, loss_fn: Callable[[nn.Module, Any], torch.Tensor 
 class Callback:
     """Base class: override the hooks you need. ``trainer`` is passed to each.
 
-    Under DDP every rank runs the callbacks that change training (schedules, clipping, regularizers, unfreezing,
-    stopping), so the ranks stay in step; a callback that only prints, draws or writes files sets
-    ``main_process_only = True`` and runs on rank 0 alone."""
+    Under DDP every rank runs every callback, so the ranks stay in step, except those that only print, draw or write
+    files: they set ``main_process_only = True`` and run on rank 0 alone."""
 
     main_process_only = False
 
