@@ -13,10 +13,8 @@ layer has ``embed_size`` units while the others have ``hidden_size``: the embedd
 of the hidden size. The paper's PTB model: emb 400, hidden 1150, 3 layers, dropouts (input, hidden,
 output, embedding) = (0.4, 0.3, 0.4, 0.1), weight dropout 0.5, AR α = 2, TAR β = 1.
 
-Activation regularization (AR) and temporal activation regularization (TAR) are penalties on the
-last layer's outputs, which the language model keeps after each forward pass (``last_outputs``,
-``last_raw_outputs``); the penalties and the callbacks that add them to the loss are training, in
-:mod:`lmlib.training.awd_training`.
+The activation regularizers AR and TAR (:mod:`lmlib.training.awd_training`) read the last layer's outputs, which
+the language model keeps after each forward pass (``last_outputs``, ``last_raw_outputs``).
 """
 
 from __future__ import annotations

@@ -108,9 +108,8 @@ class WeightDropLSTM(nn.Module):
     with one M per forward pass, so every time step of the batch sees the same dropped matrix (the
     recurrence stays a fixed function within the pass). The raw W_hh stays the trainable parameter;
     the dropped copy is passed to ``nn.LSTM`` through ``torch.func.functional_call``, which runs the
-    fused kernel without replacing the module's parameter (the old trick of deleting ``weight_hh_l0``
-    and re-assigning a plain tensor broke with newer PyTorch releases). Gradients flow through the
-    mask to W_hh: a dropped entry gets zero gradient for that pass.
+    fused kernel without replacing the module's parameter. Gradients flow through the mask to W_hh: a
+    dropped entry gets zero gradient for that pass.
 
     Parameter names and layout are those of ``nn.LSTM`` (``lstm.weight_ih_l0``, ``lstm.weight_hh_l0``,
     biases), gates ordered (i, f, g, o).

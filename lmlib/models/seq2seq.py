@@ -12,11 +12,8 @@ Both models here share the same bidirectional GRU encoder and the same decoder; 
 is where the context comes from (``attention=None``: C = [→h_S; ←h_1], the same at every step; else
 c_i from any score function of :mod:`lmlib.models.attention`). Simplifications against the papers, so it
 trains in seconds on a CPU: GRUs of a few hundred units instead of 1000, a linear output layer
-instead of Bahdanau's maxout, no dropout by default.
-
-Decoding: :func:`greedy_decode` takes the most probable word at each step; :func:`beam_search` keeps
-the ``beam_size`` best prefixes and ranks finished translations by log-probability divided by
-length**alpha (length normalization; Wu et al. 2016 use a smoothed variant of the same idea).
+instead of Bahdanau's maxout, no dropout by default. Beam search ranks translations by length-normalized
+log-probability (Wu et al. 2016 use a smoothed variant of the same idea).
 """
 
 from __future__ import annotations

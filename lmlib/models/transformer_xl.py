@@ -23,7 +23,7 @@ u, v two learned vectors shared by every query position (they replace the query 
 from one matrix product and a reshape (appendix B); :func:`naive_relative_scores` writes the equation pair by pair.
 
 ``positions="absolute"`` with ``mem_len=0`` is the plain decoder of notebooks 05 and 09 (sinusoids added to the
-embeddings, standard causal attention); the tests check it gives the same logits as lmlib's ``GPT``.
+embeddings, standard causal attention), which gives the same logits as lmlib's ``GPT``.
 """
 
 from __future__ import annotations
