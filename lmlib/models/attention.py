@@ -39,14 +39,6 @@ from torch import nn
 from .config_checks import check_positive_ints
 
 
-def broadcasts_to(shape: torch.Size, target: torch.Size) -> bool:
-    """Whether a tensor of ``shape`` broadcasts to exactly ``target`` (a mask must not enlarge the scores)."""
-    try:
-        return torch.broadcast_shapes(shape, target) == target
-    except RuntimeError:
-        return False
-
-
 def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     """α_j = exp(e_j) / Σ_{k real} exp(e_k) over the last axis, with exactly 0 where ``mask`` is False.
 
@@ -59,10 +51,10 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Ten
 
 
 class Attention(nn.Module):
-    """Base class: subclasses define :meth:`score`; :meth:`forward` normalizes and averages.
+    """Base class: subclasses define :meth:`score_prepared`; :meth:`forward` normalizes and averages.
 
     Subclasses with learned matrices set ``d_query`` and ``d_key`` (the widths their matrices were
-    built for) so that :meth:`forward` can name the mismatch instead of failing inside a matmul.
+    built for) so that :func:`check_inputs` can name the mismatch instead of failing inside a matmul.
     """
 
     name = "attention"
@@ -77,10 +69,6 @@ class Attention(nn.Module):
     def score_prepared(self, query: torch.Tensor, prepared: torch.Tensor) -> torch.Tensor:
         """Scores e, shape (batch, m, n), for query (batch, m, d_q) and ``prepare_keys(keys)``."""
         raise NotImplementedError
-
-    def score(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
-        """Scores e, shape (batch, m, n), for query (batch, m, d_q) and keys (batch, n, d_k)."""
-        return self.score_prepared(query, self.prepare_keys(keys))
 
     def forward(self, query, keys, values, mask=None, prepared_keys=None) -> tuple[torch.Tensor, torch.Tensor]:
         """α_j = softmax_j(e_j) over the real keys, c = Σ_j α_j v_j, for one query ``(batch, d_q)`` or m

@@ -20,7 +20,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import broadcasts_to
 from .config_checks import check_heads, check_positive_ints, check_probability
 
 
@@ -66,7 +65,11 @@ def _check_attention_inputs(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor) -
 def _check_mask(mask: torch.Tensor | None, scores_shape: torch.Size) -> None:
     if mask is None:
         return
-    if mask.dtype != torch.bool or not broadcasts_to(mask.shape, scores_shape):
+    try:  # the mask must broadcast to exactly the scores' shape, not enlarge them
+        fits = torch.broadcast_shapes(mask.shape, scores_shape) == scores_shape
+    except RuntimeError:
+        fits = False
+    if mask.dtype != torch.bool or not fits:
         raise ValueError(f"mask must be a bool tensor broadcastable to the scores' shape {tuple(scores_shape)} "
                          f"(True = may not attend); got {mask.dtype} {tuple(mask.shape)}")
 
