@@ -297,8 +297,3 @@ def instance_tensors(instances: Sequence[tuple[Sequence[int], Sequence[int], boo
         segments[row, len(a) + 2: len(seq)] = 1
         labels[row] = IS_NEXT if is_next else NOT_NEXT
     return ids, segments, labels
-
-
-__all__ = ["IGNORE_INDEX", "IS_NEXT", "NOT_NEXT", "NOT_CHOSEN", "MASKED", "RANDOM", "UNCHANGED", "SpecialIds",
-           "SentencePair", "sentence_pairs", "truncate_pair", "encode_pair", "MaskedTokens", "mask_tokens",
-           "PretrainingBatch", "pretraining_batch", "packed_instances", "instance_tensors"]

@@ -266,8 +266,3 @@ def ar_regularizer(alpha: float = 2.0) -> Regularizer:
 def tar_regularizer(beta: float = 1.0) -> Regularizer:
     """A Trainer callback adding β · TAR of ``trainer.model.last_raw_outputs[-1]`` to each training loss."""
     return Regularizer(lambda trainer: temporal_activation_penalty(trainer.model.last_raw_outputs[-1]), beta, "TAR")
-
-
-__all__ = ["bptt_length_sampler", "length_distribution", "variable_bptt_batches", "SeqLenLRScale",
-           "nt_asgd_should_switch", "nt_asgd_trigger_check", "NTASGD", "activation_penalty", "temporal_activation_penalty",
-           "ar_regularizer", "tar_regularizer"]

@@ -104,16 +104,12 @@ class Regularizer(Callback):
 
 def freeze(module: nn.Module) -> nn.Module:
     """Stop gradients for every parameter of ``module``."""
-    for p in module.parameters():
-        p.requires_grad_(False)
-    return module
+    return module.requires_grad_(False)
 
 
 def unfreeze(module: nn.Module) -> nn.Module:
     """Let gradients reach every parameter of ``module`` again."""
-    for p in module.parameters():
-        p.requires_grad_(True)
-    return module
+    return module.requires_grad_(True)
 
 
 class GradualUnfreezing(Callback):

@@ -317,9 +317,3 @@ def explain_lost_ranks(where: Callable[[], str]) -> Iterator[None]:
             f"answer within the timeout{timeout}. A rank has probably crashed or hangs; its own log shows the first "
             f"error. (The timeout is init_distributed(timeout=...); the backend said: {err})"
         ) from err
-
-
-__all__ = ["TORCHRUN_VARIABLES", "DEFAULT_TIMEOUT", "launched_by_torchrun", "init_distributed", "close_distributed",
-           "exit_distributed", "in_process_group", "is_distributed", "rank", "world_size", "is_main_process",
-           "shard", "shard_batches", "all_reduce_sum", "all_reduce_mean", "any_rank", "all_gather",
-           "split_random_streams", "wrap_model", "LostRankError", "explain_lost_ranks"]
