@@ -55,20 +55,16 @@ class BowConfig:
             raise ValueError(f"max_iter must be at least 1, got {self.max_iter}")
 
 
-def _check_texts(texts: Sequence[str], name: str) -> None:
+def _check_labelled(texts: Sequence[str], labels: Sequence[int]) -> None:
     if isinstance(texts, str):
-        raise ValueError(f"{name} must be a list of texts, not one string; wrap it in a list")
+        raise ValueError("texts must be a list of texts, not one string; wrap it in a list")
     if len(texts) == 0:
-        raise ValueError(f"{name} is empty: give at least one text")
+        raise ValueError("texts is empty: give at least one text")
     bad = next((i for i, t in enumerate(texts) if not isinstance(t, str)), None)
     if bad is not None:
-        raise ValueError(f"{name}[{bad}] is a {type(texts[bad]).__name__}, not a str: give raw texts, not token ids")
-
-
-def _check_labelled(texts: Sequence[str], labels: Sequence[int], name: str) -> None:
-    _check_texts(texts, name)
+        raise ValueError(f"texts[{bad}] is a {type(texts[bad]).__name__}, not a str: give raw texts, not token ids")
     if len(texts) != len(labels):
-        raise ValueError(f"{len(texts)} {name} but {len(labels)} labels: give one label per text")
+        raise ValueError(f"{len(texts)} texts but {len(labels)} labels: give one label per text")
     if any(y not in (0, 1) for y in labels):
         raise ValueError(f"labels must be 0 (negative) or 1 (positive), got {sorted(set(labels) - {0, 1})[:5]}")
 
@@ -91,7 +87,7 @@ def fit_bow(texts: Sequence[str], labels: Sequence[int], config: BowConfig = Bow
     is refitted on every training text (ties go to the smallest C). ``pipeline[-1].best_params_["C"]`` is the C chosen,
 ``pipeline[-1].best_score_`` its mean held-out accuracy, ``pipeline[-1].best_estimator_`` the refitted model.
     """
-    _check_labelled(texts, labels, "texts")
+    _check_labelled(texts, labels)
     counts = np.bincount(np.asarray(labels, dtype=int), minlength=2)
     if counts.min() < config.folds:
         raise ValueError(f"{config.folds}-fold cross-validation needs at least {config.folds} texts of each class; "
@@ -107,7 +103,7 @@ def fit_bow(texts: Sequence[str], labels: Sequence[int], config: BowConfig = Bow
 
 def bow_accuracy(pipeline: Pipeline, texts: Sequence[str], labels: Sequence[int]) -> float:
     """The fraction of ``texts`` whose predicted label is ``labels``' (0 or 1)."""
-    _check_labelled(texts, labels, "texts")
+    _check_labelled(texts, labels)
     return float(np.mean(pipeline.predict(list(texts)) == np.asarray(labels)))
 
 
