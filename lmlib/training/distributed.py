@@ -30,7 +30,7 @@ import datetime
 import os
 import re
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -46,16 +46,15 @@ _timeout: datetime.timedelta | None = None  # the one init_distributed was given
 
 
 # -- joining -----------------------------------------------------------------------------------------------
-def launched_by_torchrun(env: Mapping[str, str] | None = None) -> bool:
-    """True when ``env`` (``os.environ`` by default) has all the variables torchrun sets, False when it has none.
+def launched_by_torchrun() -> bool:
+    """True when the environment has all the variables torchrun sets, False when it has none.
 
     Some but not all is a half-done manual launch, which would otherwise hang waiting for a rank 0 that never comes,
     so it is an error that names what is missing."""
-    env = os.environ if env is None else env
-    present = [name for name in TORCHRUN_VARIABLES if name in env]
+    present = [name for name in TORCHRUN_VARIABLES if name in os.environ]
     if not present:
         return False
-    missing = [name for name in TORCHRUN_VARIABLES if name not in env]
+    missing = [name for name in TORCHRUN_VARIABLES if name not in os.environ]
     if missing:
         raise ValueError(f"the environment sets {', '.join(present)} but not {', '.join(missing)}: launch with "
                          f"`torchrun --nproc_per_node=N script.py`, which sets all of {', '.join(TORCHRUN_VARIABLES)}, "
@@ -68,8 +67,9 @@ def init_distributed(timeout: datetime.timedelta = DEFAULT_TIMEOUT, backend: str
 
     ``backend="auto"`` picks NCCL when CUDA is available (one GPU per process: this rank's ``LOCAL_RANK``) and gloo
     on the CPU. ``timeout`` bounds every collective operation: when a rank dies or hangs, the others fail with an
-    error after at most this long instead of waiting forever (gloo raises it; NCCL's watchdog ends the process). Without torchrun's variables it does nothing and
-    returns False, so the same script runs in one process unchanged. Calling it again is harmless."""
+    error after at most this long instead of waiting forever (gloo raises it; NCCL's watchdog ends the process).
+    Without torchrun's variables it does nothing and returns False, so the same script runs in one process unchanged.
+    Calling it again is harmless."""
     global _timeout
     if not isinstance(timeout, datetime.timedelta) or timeout.total_seconds() <= 0:
         raise ValueError(f"timeout must be a positive datetime.timedelta, got {timeout!r}")
