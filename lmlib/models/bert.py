@@ -362,19 +362,11 @@ def _hf_name(key: str, prefix: str) -> str:
 def _config_from_hf(hf_model) -> BertConfig:
     """The BertConfig of a transformers BERT, refusing models and settings lmlib's BERT cannot copy."""
     check_hf_model(hf_model, HF_BERT_CLASSES, "bert", "Bert.from_hf",
-                   "BertForPreTraining.from_pretrained('bert-base-uncased') (or Bert.from_pretrained)")
+                   "BertForPreTraining.from_pretrained('bert-base-uncased') (or Bert.from_pretrained)",
+                   {"hidden_act": ("gelu",), "position_embedding_type": ("absolute",), "is_decoder": (False,),
+                    "add_cross_attention": (False,)},
+                   "recipe (exact GELU, absolute positions, a bidirectional encoder)")
     c = hf_model.config
-    unsupported = {
-        "hidden_act": c.hidden_act if c.hidden_act != "gelu" else None,
-        "position_embedding_type": (getattr(c, "position_embedding_type", "absolute")
-                                    if getattr(c, "position_embedding_type", "absolute") != "absolute" else None),
-        "is_decoder": True if getattr(c, "is_decoder", False) else None,
-        "add_cross_attention": True if getattr(c, "add_cross_attention", False) else None,
-    }
-    bad = {k: v for k, v in unsupported.items() if v is not None}
-    if bad:
-        raise ValueError(f"this BERT uses settings lmlib's BERT does not implement: {bad}; only the original "
-                         f"recipe (exact GELU, absolute positions, a bidirectional encoder) can be copied")
     state = hf_model.state_dict()
     prefix = "" if type(hf_model).__name__ == "BertModel" else "bert."
     return BertConfig(vocab_size=c.vocab_size, block_size=c.max_position_embeddings,

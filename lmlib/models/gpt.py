@@ -303,22 +303,14 @@ def check_inputs(model: GPT, idx: torch.Tensor, cache: KVCache | None = None) ->
 
 def _config_from_hf(hf_model) -> GPTConfig:
     """The GPTConfig of a transformers GPT2LMHeadModel, refusing models and settings lmlib's GPT cannot copy."""
-    check_hf_model(hf_model, ("GPT2LMHeadModel",), "gpt2", "GPT.from_hf",
-                   "GPT2LMHeadModel.from_pretrained('gpt2') (or GPT.from_pretrained('gpt2'))")
-    c = hf_model.config
     activations = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}
-    unsupported = {
-        "activation_function": c.activation_function if c.activation_function not in activations else None,
-        "scale_attn_weights": None if c.scale_attn_weights else False,
-        "scale_attn_by_inverse_layer_idx": True if c.scale_attn_by_inverse_layer_idx else None,
-        "reorder_and_upcast_attn": True if c.reorder_and_upcast_attn else None,
-        "add_cross_attention": True if getattr(c, "add_cross_attention", False) else None,
-        "tie_word_embeddings": None if getattr(c, "tie_word_embeddings", True) else False,
-    }
-    bad = {k: v for k, v in unsupported.items() if v is not None}
-    if bad:
-        raise ValueError(f"this GPT-2 uses settings lmlib's GPT does not implement: {bad}; only the original "
-                         f"GPT-2 recipe (gelu_new, scaled attention, tied head) can be copied")
+    check_hf_model(hf_model, ("GPT2LMHeadModel",), "gpt2", "GPT.from_hf",
+                   "GPT2LMHeadModel.from_pretrained('gpt2') (or GPT.from_pretrained('gpt2'))",
+                   {"activation_function": tuple(activations), "scale_attn_weights": (True,),
+                    "scale_attn_by_inverse_layer_idx": (False,), "reorder_and_upcast_attn": (False,),
+                    "add_cross_attention": (False,), "tie_word_embeddings": (True,)},
+                   "GPT-2 recipe (gelu_new, scaled attention, tied head)")
+    c = hf_model.config
     dropouts = {"embd_pdrop": c.embd_pdrop, "attn_pdrop": c.attn_pdrop, "resid_pdrop": c.resid_pdrop}
     if len(set(dropouts.values())) > 1:
         raise ValueError(f"this GPT-2 uses different dropout rates {dropouts}, but lmlib's GPTConfig has one dropout "

@@ -109,14 +109,21 @@ def hf_from_pretrained(class_name: str, name: str, what: str, build_instead: str
                       f"{build_instead}") from err
 
 
-def check_hf_model(hf_model, classes: tuple[str, ...], model_type: str, caller: str, load: str) -> None:
-    """Refuse a ``transformers`` model that is not one of ``classes`` with ``model_type``; ``load`` says how to
-    load the right one."""
+def check_hf_model(hf_model, classes: tuple[str, ...], model_type: str, caller: str, load: str,
+                   allowed: Mapping[str, tuple], recipe: str) -> None:
+    """Refuse a ``transformers`` model that is not one of ``classes`` with ``model_type`` (``load`` says how to load
+    the right one), or whose config takes values lmlib's model does not implement: ``allowed`` maps each setting to
+    the values it may take (a config without the setting reads as the first), ``recipe`` names what can be copied."""
     kind = type(hf_model).__name__
     found = getattr(getattr(hf_model, "config", None), "model_type", None)
     if kind not in classes or found != model_type:
         raise ValueError(f"{caller} copies a transformers {', '.join(classes)} (model_type {model_type!r}), got a "
                          f"{kind} (model_type {found!r}); load a checkpoint with {load}")
+    c = hf_model.config
+    bad = {name: getattr(c, name, ok[0]) for name, ok in allowed.items() if getattr(c, name, ok[0]) not in ok}
+    if bad:
+        raise ValueError(f"this {kind} uses settings lmlib does not implement: {bad}; only the original {recipe} can "
+                         f"be copied")
 
 
 def hf_key(names: Mapping[str, str], key: str) -> str:
