@@ -160,10 +160,8 @@ class SkipGramNS(nn.Module):
                              f"{tuple(centres.shape)}, {tuple(contexts.shape)}, {tuple(negatives.shape)}")
         v_c = self.v(centres)
         u = self.u(torch.cat([contexts.unsqueeze(1), negatives], dim=1))
-        scores = (u * v_c.unsqueeze(1)).sum(-1)  # u_o·v_c, then u_k·v_c
-        sign = torch.ones_like(scores)
-        sign[:, 1:] = -1.0
-        return -F.logsigmoid(sign * scores).sum(-1)
+        scores = (u * v_c.unsqueeze(1)).sum(-1)  # (B, 1 + K): u_o·v_c, then u_k·v_c
+        return -(F.logsigmoid(scores[:, 0]) + F.logsigmoid(-scores[:, 1:]).sum(-1))
 
     @property
     def vectors(self) -> torch.Tensor:
