@@ -84,13 +84,9 @@ def load_rt_polarity() -> LabelledTexts:
 
     The files are Windows-1252, and are split on ``\\n`` only: byte 0x85 is an ellipsis here, not a line break.
     """
-    texts, labels = [], []
-    for name, label in (("pos", 1), ("neg", 0)):
-        for line in _text(f"rt-polarity/rt-polarity.{name}", "cp1252").split("\n"):
-            if line.strip():
-                texts.append(line.strip())
-                labels.append(label)
-    return LabelledTexts(texts, labels)
+    rows = [(line.strip(), label) for name, label in (("pos", 1), ("neg", 0))
+            for line in _text(f"rt-polarity/rt-polarity.{name}", "cp1252").split("\n") if line.strip()]
+    return LabelledTexts([text for text, _ in rows], [label for _, label in rows])
 
 
 def load_sst2(split: str = "dev") -> LabelledTexts:
@@ -99,13 +95,8 @@ def load_sst2(split: str = "dev") -> LabelledTexts:
     lines = _text(f"sst2/{split}.tsv").split("\n")
     if lines[0] != "sentence\tlabel":
         raise ValueError(f"sst2/{split}.tsv: unexpected header {lines[0]!r}")
-    texts, labels = [], []
-    for line in lines[1:]:
-        if line:
-            sentence, label = line.rsplit("\t", 1)
-            texts.append(sentence.strip())
-            labels.append(int(label))
-    return LabelledTexts(texts, labels)
+    rows = [line.rsplit("\t", 1) for line in lines[1:] if line]
+    return LabelledTexts([sentence.strip() for sentence, _ in rows], [int(label) for _, label in rows])
 
 
 def load_eng_fra(normalize_spaces: bool = True) -> list[tuple[str, str]]:
@@ -114,16 +105,10 @@ def load_eng_fra(normalize_spaces: bool = True) -> list[tuple[str, str]]:
     French typography puts a narrow no-break space (U+202F) or a no-break space (U+00A0) before
     ``! ? : ;``; with ``normalize_spaces`` both become ordinary spaces so a whitespace tokenizer sees them.
     """
-    pairs = []
-    for line in _text("eng-fra/fra.txt").split("\n"):
-        if not line:
-            continue
-        english, french = line.split("\t")[:2]
-        if normalize_spaces:
-            french = french.replace("\u202f", " ").replace("\u00a0", " ")
-            english = english.replace("\u202f", " ").replace("\u00a0", " ")
-        pairs.append((english, french))
-    return pairs
+    text = _text("eng-fra/fra.txt")
+    if normalize_spaces:
+        text = text.replace("\u202f", " ").replace("\u00a0", " ")
+    return [tuple(line.split("\t")[:2]) for line in text.split("\n") if line]
 
 
 def load_analogies() -> list[Analogy]:
@@ -146,12 +131,8 @@ def load_wordsim353() -> list[WordPair]:
 def load_simlex999() -> list[WordPair]:
     """999 word pairs with SimLex similarity scores (0-10)."""
     lines = _text("word-eval/SimLex-999/SimLex-999.txt").replace("\r\n", "\n").split("\n")
-    pairs = []
-    for line in lines[1:]:
-        if line:
-            cols = line.split("\t")
-            pairs.append(WordPair(cols[0], cols[1], float(cols[3])))
-    return pairs
+    rows = [line.split("\t") for line in lines[1:] if line]
+    return [WordPair(cols[0], cols[1], float(cols[3])) for cols in rows]
 
 
 _HTML_BREAK = re.compile(r"<br\s*/?>", re.IGNORECASE)
@@ -175,15 +156,10 @@ def load_imdb(split: str = "train", *, with_ratings: bool = False, keep_html: bo
     ``str.splitlines`` would also treat as line ends.
     """
     _check_split(split, IMDB_SPLITS, "imdb")
-    texts, labels, ratings = [], [], []
-    for line in _text(f"imdb/{split}.jsonl").split("\n"):
-        if not line:
-            continue
-        review = json.loads(line)
-        text = review["text"]
-        texts.append(text if keep_html else _HTML_BREAK.sub("\n", text))
-        labels.append({"pos": 1, "neg": 0, "unsup": UNLABELLED}[review["label"]])
-        ratings.append(review["rating"])
+    reviews = [json.loads(line) for line in _text(f"imdb/{split}.jsonl").split("\n") if line]
+    texts = [r["text"] if keep_html else _HTML_BREAK.sub("\n", r["text"]) for r in reviews]
+    labels = [{"pos": 1, "neg": 0, "unsup": UNLABELLED}[r["label"]] for r in reviews]
+    ratings = [r["rating"] for r in reviews]
     return RatedTexts(texts, labels, ratings) if with_ratings else LabelledTexts(texts, labels)
 
 
