@@ -333,20 +333,18 @@ class PretrainRun:
         start = time.perf_counter()
         try:
             trainer.fit(shard_batches(batches) if is_distributed() else batches, epochs=1)
-        except StopRequested:
-            self._summarize()
+        except BaseException as error:
+            self._close_progress(summary=isinstance(error, StopRequested))
             raise
-        finally:
-            if self._progress is not None:
-                self._progress.close()
         self.train_seconds = time.perf_counter() - start
-        self._summarize()
+        self._close_progress(summary=True)
         return trainer
 
-    def _summarize(self) -> None:
-        if self._progress is not None and self.writes:
+    def _close_progress(self, summary: bool) -> None:
+        if self._progress is not None:
             self._progress.close()
-            print(self._progress.summary(), flush=True)
+            if summary and self.writes:
+                print(self._progress.summary(), flush=True)
 
     @property
     def writes(self) -> bool:

@@ -181,7 +181,7 @@ def head_and_tail_sentences(sentences: Sequence[Sequence[str]], max_tokens: int 
     pieces: list[list[str]] = []
     previous = None
     for s, w, word in kept:
-        if previous is not None and previous == (s, w - 1):
+        if previous == (s, w - 1):
             pieces[-1].append(word)
         else:
             pieces.append([word])
