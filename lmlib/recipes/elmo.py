@@ -329,11 +329,7 @@ def standardize(train: torch.Tensor, *others: torch.Tensor) -> list[torch.Tensor
 
 def _xent(model: nn.Module, batch: tuple) -> torch.Tensor:
     x, y = batch
-    return F.cross_entropy(model(*x) if isinstance(x, tuple) else model(x), y)
-
-
-def _rows(x: torch.Tensor | tuple[torch.Tensor, ...], idx: torch.Tensor):
-    return tuple(t[idx] for t in x) if isinstance(x, tuple) else x[idx]
+    return F.cross_entropy(model(*x), y)
 
 
 def train_head(model: nn.Module, x: torch.Tensor | tuple[torch.Tensor, ...], y: torch.Tensor, steps: int = 300,
@@ -342,11 +338,12 @@ def train_head(model: nn.Module, x: torch.Tensor | tuple[torch.Tensor, ...], y: 
     ``(x, y)`` drawn at seeded random (every row when there are no more than ``batch_size``); eval mode. ``x`` may
     be a tuple of tensors with one row per example (the model is then called with all of them)."""
     g = torch.Generator().manual_seed(seed)
+    xs = x if isinstance(x, tuple) else (x,)
 
     def batches(epoch):
         for _ in range(steps):
             idx = torch.randperm(len(y), generator=g)[:batch_size]
-            yield _rows(x, idx), y[idx]
+            yield tuple(t[idx] for t in xs), y[idx]
 
     opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
     Trainer(model, opt, _xent, device="cpu").fit(batches, epochs=1)
