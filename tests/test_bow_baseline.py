@@ -1,6 +1,6 @@
 """lmlib.eval.bow_baseline against a hand computation on four documents (TF-IDF weights, the fitted model's
 probabilities and the optimality condition of its objective), the text a GPT reads, and clear errors for bad input.
-The committed bow_baseline.json and the course's rows read from it are tested in test_comparison.py."""
+The committed bow_baseline.json and the course's rows read from it are tested in test_results.py."""
 
 import math
 from collections import Counter

@@ -104,7 +104,7 @@ def test_pretrain_json_records_the_recipe_and_every_files_sha256(runs, model):
                                                (elmo, elmo.CHECKPOINT_DIR), (ulmfit, PRETRAINED_DIR)])
 def test_the_full_preset_is_the_recipe_recorded_in_the_shipped_pretrain_json(module, directory, tmp_path):
     if directory is None:  # the shipped GPT and BERT came from the GPU recipe: this one made the ones shipped before
-        from lmlib.course.comparison import short_pretraining_report
+        from lmlib.course.results import short_pretraining_report
 
         directory = tmp_path / module.NAME
         directory.mkdir()

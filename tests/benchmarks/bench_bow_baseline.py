@@ -11,7 +11,7 @@ cross-validation folds). C is chosen by 5-fold cross-validation on the training 
   tokenizer (lmlib/pretrained/gpt_imdb/tokenizer.json) decoded back to text (``model_view``).
 
 The truncated rows depend on that tokenizer, so the file records its sha256 (``checkpoint_sha256``) and
-``lmlib.course.comparison.bow_baseline_rows`` refuses them for another one. Runs can be split across invocations
+``lmlib.course.results.bow_baseline_rows`` refuses them for another one. Runs can be split across invocations
 (``--sizes``, ``--seeds``, ``--truncations``): rows of an earlier run with the same settings and tokenizer are kept.
 
     LMLIB_DATA_DIR=... nice -n 10 .venv/bin/python tests/benchmarks/bench_bow_baseline.py --sizes 100 1000 --seeds 0 1 2

@@ -1,5 +1,5 @@
-"""lmlib.course.comparison: the direction-of-context check on models whose direction is known, and the names
-notebooks import from this module."""
+"""The direction-of-context check (lmlib.course.type_your_own.context_directions) on models whose direction is known,
+and the names notebooks import from the course modules."""
 
 import pytest
 import torch
@@ -39,7 +39,7 @@ def test_every_name_a_notebook_imports_from_the_course_modules_exists():
                 for node in ast.walk(ast.parse("".join(cell["source"]))):
                     if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("lmlib.course"):
                         imported |= {(node.module, alias.name) for alias in node.names}
-    assert ("lmlib.course.comparison", "gpu_transfer_rows") in imported
+    assert ("lmlib.course.results", "gpu_transfer_rows") in imported
     missing = [f"{module}.{name}" for module, name in sorted(imported)
                if not hasattr(import_module(module), name) and find_spec(f"{module}.{name}") is None]
     assert not missing, f"notebooks import names that no longer exist: {missing}"
