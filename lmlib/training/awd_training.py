@@ -116,11 +116,6 @@ class SeqLenLRScale(Callback):
 
 
 # -- NT-ASGD ------------------------------------------------------------------------------------------
-def _check_interval(n: int) -> None:
-    if n < 1:
-        raise ValueError(f"the non-monotone interval n must be at least 1, got {n}")
-
-
 def nt_asgd_should_switch(logs: Sequence[float], v: float, n: int) -> bool:
     """Algorithm 1's trigger: switch when t > n and v > min_{l ∈ {0, ..., t-n-1}} logs[l].
 
@@ -128,7 +123,8 @@ def nt_asgd_should_switch(logs: Sequence[float], v: float, n: int) -> bool:
     is better). Only values *more than n checks old* count as the best to beat, so the last n checks
     may wander without triggering: the non-monotone interval.
     """
-    _check_interval(n)
+    if n < 1:
+        raise ValueError(f"the non-monotone interval n must be at least 1, got {n}")
     t = len(logs)
     return t > n and v > min(logs[: t - n])
 
@@ -156,7 +152,7 @@ class NTASGD(Callback):
     """
 
     def __init__(self, n: int = 5, valid=None, load_average_at_end: bool = True):
-        _check_interval(n)
+        nt_asgd_should_switch([], 0.0, n)  # validates n now rather than at the first check
         self.n, self.valid, self.load_average_at_end = n, valid, load_average_at_end
         self.logs: list[float] = []
         self.switch_step: int | None = None
