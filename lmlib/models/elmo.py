@@ -114,12 +114,10 @@ def encode_words(words: Sequence[str], max_chars: int = 50) -> torch.Tensor:
 def _sentence_tokens(sentences: Sequence[Sequence[str]], boundaries: bool) -> list[list[str]]:
     if isinstance(sentences, str) or not len(sentences):
         raise ValueError(f"expected a non-empty list of sentences, each a list of words, got {sentences!r}")
-    out = []
-    for i, sentence in enumerate(sentences):
-        if isinstance(sentence, str):
-            raise TypeError(f"sentence {i} is a string ({sentence!r}); split it into a list of words first")
-        out.append([BOS, *sentence, EOS] if boundaries else list(sentence))
-    return out
+    strings = [i for i, sentence in enumerate(sentences) if isinstance(sentence, str)]
+    if strings:
+        raise TypeError(f"sentence {strings[0]} is a string ({sentences[strings[0]]!r}); split it into a list of words first")
+    return [[BOS, *sentence, EOS] if boundaries else list(sentence) for sentence in sentences]
 
 
 def encode_sentences(sentences: Sequence[Sequence[str]], max_chars: int = 50, boundaries: bool = True) -> torch.Tensor:

@@ -31,13 +31,16 @@ def _as_param(value, like: torch.Tensor) -> torch.Tensor:
     return t.unsqueeze(-1) if t.dim() > 0 else t
 
 
-def _check_memory(memory: torch.Tensor) -> None:
+def _check_memory(memory: torch.Tensor, w: torch.Tensor | None = None) -> None:
+    """A memory (N, M) or (B, N, M) of at least one row, and a weighting ``w`` (when given) over its N rows."""
     if memory.dim() < 2:
         raise ValueError(f"memory must be (N, M) or (B, N, M), got shape {tuple(memory.shape)}")
     if memory.numel() == 0:
         # a weighting over zero rows is not a distribution, and reads would silently return zeros
         raise ValueError(f"memory is empty (shape {tuple(memory.shape)}): it needs at least one row (N >= 1) "
                          "of at least one component (M >= 1), and a non-empty batch")
+    if w is not None and w.shape[-1] != memory.shape[-2]:
+        raise ValueError(f"the weighting covers {w.shape[-1]} rows but the memory has {memory.shape[-2]}")
 
 
 def _check_weighting(w: torch.Tensor, name: str) -> None:
@@ -98,9 +101,7 @@ def sharpen(w: torch.Tensor, gamma) -> torch.Tensor:
 
 def read(memory: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """r = Σ_i w(i) M(i) (eq. 2): memory (..., N, M), w (..., N) -> (..., M)."""
-    _check_memory(memory)
-    if w.shape[-1] != memory.shape[-2]:
-        raise ValueError(f"the weighting covers {w.shape[-1]} rows but the memory has {memory.shape[-2]}")
+    _check_memory(memory, w)
     return (w.unsqueeze(-1) * memory).sum(-2)
 
 
@@ -109,9 +110,7 @@ def write(memory: torch.Tensor, w: torch.Tensor, erase: torch.Tensor, add: torch
 
     ``erase`` e ∈ [0, 1]^M and ``add`` a ∈ R^M, shape (..., M). Returns the new memory; the old is kept.
     """
-    _check_memory(memory)
-    if w.shape[-1] != memory.shape[-2]:
-        raise ValueError(f"the weighting covers {w.shape[-1]} rows but the memory has {memory.shape[-2]}")
+    _check_memory(memory, w)
     if ((erase < 0) | (erase > 1)).any():
         raise ValueError("erase vector entries must lie in [0, 1] (a sigmoid output in the NTM)")
     erased = memory * (1 - w.unsqueeze(-1) * erase.unsqueeze(-2))
