@@ -76,9 +76,8 @@ class SentencePair:
         return IS_NEXT if self.is_next else NOT_NEXT
 
 
-def sentence_pairs(documents: Sequence[Sequence[Sequence[int]]], seed: int = 0,
-                   next_prob: float = 0.5) -> list[SentencePair]:
-    """One pair per pair of adjacent sentences in each document: A is sentence i; with probability ``next_prob``
+def sentence_pairs(documents: Sequence[Sequence[Sequence[int]]], seed: int = 0) -> list[SentencePair]:
+    """One pair per pair of adjacent sentences in each document: A is sentence i; with probability 0.5
     B is sentence i+1 of the same document (IsNext), otherwise a sentence drawn uniformly from a document drawn
     uniformly among the other documents (NotNext). ``seed`` makes the draws repeatable.
 
@@ -86,8 +85,6 @@ def sentence_pairs(documents: Sequence[Sequence[Sequence[int]]], seed: int = 0,
     length: here a segment is one sentence. A document with one sentence gives no pair of its own but can
     supply random B's.
     """
-    if not 0.0 < next_prob < 1.0:
-        raise ValueError(f"next_prob must be in (0, 1) (BERT uses 0.5), got {next_prob!r}")
     documents = [list(doc) for doc in documents]
     for d, doc in enumerate(documents):
         for s, sentence in enumerate(doc):
@@ -105,7 +102,7 @@ def sentence_pairs(documents: Sequence[Sequence[Sequence[int]]], seed: int = 0,
     pairs = []
     for d, doc in enumerate(documents):
         for i in range(len(doc) - 1):
-            if rng.random() < next_prob:
+            if rng.random() < 0.5:
                 pairs.append(SentencePair(list(doc[i]), list(doc[i + 1]), True))
             else:
                 k = rng.randrange(len(usable) - 1)  # uniform over the other usable documents

@@ -149,35 +149,28 @@ class GradualUnfreezing(Callback):
 
 
 class EarlyStopping(Callback):
-    """Stop when ``monitor`` has not improved for ``patience`` epochs; optionally restore the best weights."""
+    """Stop when the validation loss has not improved for ``patience`` epochs, then restore the best weights."""
 
-    def __init__(self, patience: int = 2, monitor: str = "valid_loss", mode: str = "min", restore_best: bool = True):
+    def __init__(self, patience: int = 2):
         if patience < 1:
             raise ValueError(f"patience must be at least 1, got {patience}")
-        if mode not in ("min", "max"):
-            raise ValueError(f"mode must be 'min' or 'max', got {mode!r}")
-        self.patience, self.monitor, self.mode, self.restore_best = patience, monitor, mode, restore_best
-        self.best = math.inf if mode == "min" else -math.inf
+        self.patience, self.best, self.bad_epochs = patience, math.inf, 0
         self.best_state: dict | None = None
-        self.bad_epochs = 0
 
     def on_epoch_end(self, trainer: Trainer, logs: dict[str, float]) -> None:
-        if self.monitor not in logs:
-            raise KeyError(f"EarlyStopping monitors {self.monitor!r} but the epoch logs have {sorted(logs)}; "
+        if "valid_loss" not in logs:
+            raise KeyError(f"EarlyStopping monitors 'valid_loss' but the epoch logs have {sorted(logs)}; "
                            f"pass validation data to fit()")
-        value = logs[self.monitor]
-        better = value < self.best if self.mode == "min" else value > self.best
-        if better:
-            self.best, self.bad_epochs = value, 0
-            if self.restore_best:
-                self.best_state = copy.deepcopy(trainer.model.state_dict())
+        if logs["valid_loss"] < self.best:
+            self.best, self.bad_epochs = logs["valid_loss"], 0
+            self.best_state = copy.deepcopy(trainer.model.state_dict())
         else:
             self.bad_epochs += 1
             if self.bad_epochs >= self.patience:
                 trainer.stop_training = True
 
     def on_fit_end(self, trainer: Trainer) -> None:
-        if self.restore_best and self.best_state is not None:
+        if self.best_state is not None:
             trainer.model.load_state_dict(self.best_state)
 
     def state_dict(self) -> dict:
@@ -457,24 +450,12 @@ class LivePlot(Callback):
 
 
 class Checkpoint(Callback):
-    """Save a resumable checkpoint to ``path`` (atomically) at the end of every epoch, or with ``every_steps`` after
-    every ``every_steps``-th optimizer step instead (mid-epoch: :meth:`Trainer.fit` resumes after the batches taken).
-    ``extra`` (a dict, or a function ``trainer -> dict``) is stored beside the state, e.g. what run it belongs to.
-    Under DDP it runs on every rank, since each rank hands over its random generators, and rank 0 alone writes."""
+    """Save a resumable checkpoint to ``path`` (atomically) at the end of every epoch. Under DDP it runs on every
+    rank, since each rank hands over its random generators, and rank 0 alone writes."""
 
-    def __init__(self, path, every_steps: int | None = None, extra: dict | Callable[[Trainer], dict] | None = None):
-        if every_steps is not None and every_steps < 1:
-            raise ValueError(f"every_steps must be at least 1 (or None for once per epoch), got {every_steps}")
-        self.path, self.every_steps, self.extra = path, every_steps, extra
-
-    def _save(self, trainer: Trainer) -> None:
-        trainer.save_checkpoint(self.path, self.extra(trainer) if callable(self.extra) else self.extra)
-
-    def on_batch_end(self, trainer: Trainer, loss) -> None:
-        if self.every_steps is not None and trainer.step % self.every_steps == 0:
-            self._save(trainer)
+    def __init__(self, path):
+        self.path = path
 
     def on_epoch_end(self, trainer: Trainer, logs: dict[str, float]) -> None:
-        if self.every_steps is None:
-            self._save(trainer)
+        trainer.save_checkpoint(self.path)
 

@@ -22,10 +22,11 @@ after ``init_distributed()`` it wraps the model in DistributedDataParallel, so e
 global batch and the gradients are averaged. ``trainer.model`` stays the plain model, so checkpoints look the same
 with one process or many.
 
-A checkpoint may be taken in the middle of an epoch (``Checkpoint(path, every_steps=N)``): it records how many batches
-of the epoch were taken and their running loss sums, and :meth:`Trainer.fit` after :meth:`Trainer.load_checkpoint`
-draws and discards those batches (so a seeded batch stream reaches the same next batch) and goes on from there, with
-a stateful loss's carried state (e.g. an RNN's hidden state) restored instead of reset.
+A checkpoint may be taken in the middle of an epoch (:meth:`Trainer.save_checkpoint` from ``on_batch_end``): it
+records how many batches of the epoch were taken and their running loss sums, and :meth:`Trainer.fit` after
+:meth:`Trainer.load_checkpoint` draws and discards those batches (so a seeded batch stream reaches the same next
+batch) and goes on from there, with a stateful loss's carried state (e.g. an RNN's hidden state) restored instead of
+reset.
 """
 
 from __future__ import annotations
