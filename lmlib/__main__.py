@@ -162,7 +162,7 @@ def _pretrain(args: argparse.Namespace) -> int:
             if args.out is None:
                 raise PretrainError(f"the default folder {out} is a shipped checkpoint folder; name it with --out "
                                     f"to overwrite it")
-            recorded = _recorded_preset(out, name)
+            recorded = _recorded_preset(out)
             if preset != recorded or args.steps is not None or args.bf16 or overrides:
                 this = f"preset {preset} ({chosen_by})" if preset != recorded else "--steps, --set or --bf16"
                 raise PretrainError(f"{out} holds a shipped checkpoint: only its recorded recipe (--preset "
@@ -193,7 +193,7 @@ def _pretrain(args: argparse.Namespace) -> int:
     return 0
 
 
-def _recorded_preset(folder: Path, name: str) -> str:
+def _recorded_preset(folder: Path) -> str:
     """The preset the checkpoint in ``folder`` was made with, read from the rebuild command its ``pretrain.json``
     records (``full`` when it names none)."""
     from .recipes.shipping import REPORT

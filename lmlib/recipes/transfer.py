@@ -65,10 +65,7 @@ class ProbeData:
 
     def texts(self) -> list[str]:
         """Every distinct text once (label samples overlap), test texts first."""
-        seen = dict.fromkeys(self.test[0])
-        for texts, _ in self.train.values():
-            seen.update(dict.fromkeys(texts))
-        return list(seen)
+        return list(dict.fromkeys([*self.test[0], *(t for texts, _ in self.train.values() for t in texts)]))
 
 
 # -- the probe ------------------------------------------------------------------------------------------------

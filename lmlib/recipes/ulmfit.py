@@ -156,9 +156,7 @@ def finetune_lm(model: AWDLSTMLanguageModel, ids: torch.Tensor, epochs: int = 1,
                 factor: float = 2.6, device: str = "cpu") -> Trainer:
     """Stage (b): fine-tune the LM on the target text ``ids`` with discriminative rates (η/``factor`` per
     layer group down) and STLR."""
-    windows = list(bptt_batches(batchify(ids, batch_size), bptt))
-    if max_steps is not None:
-        windows = windows[:max_steps]
+    windows = list(bptt_batches(batchify(ids, batch_size), bptt))[:max_steps]
     opt = torch.optim.Adam(discriminative_param_groups(model.layer_groups(), eta_max, factor), betas=(0.8, 0.99))
     trainer = Trainer(model, opt, StatefulLMLoss(state_batch_dim=1),
                       [STLR(epochs * len(windows)), GradientClipping(0.5), *callbacks], device=device)
