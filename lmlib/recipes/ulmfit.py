@@ -225,9 +225,7 @@ def imdb_lm_texts(held_out_reviews: int = IMDB_RECIPE["held_out_reviews"], seed:
     used."""
     from ..data import load_imdb
 
-    unsup, train = load_imdb("unsup").texts, load_imdb("train").texts
-    if len(unsup) != 50_000:
-        raise ValueError(f"expected IMDb's 50,000 unlabelled reviews, found {len(unsup):,}: is the data mirror complete?")
+    unsup, train = load_imdb("unsup").texts, load_imdb("train").texts  # sha256-checked: all 50,000 and 25,000
     held_out, rest = _split_unsup(unsup, held_out_reviews, seed)
     rest += train
     order = torch.randperm(len(rest), generator=torch.Generator().manual_seed(seed + 1)).tolist()[:train_reviews]
