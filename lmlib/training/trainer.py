@@ -379,9 +379,9 @@ class Trainer:
         return self.history
 
     def evaluate(self, data: Batches) -> EvalResult:
-        """:func:`evaluate` of the trainer's model and loss on ``data``. Under DDP each
-        rank evaluates the data it is given and the result is the token-weighted mean over all of it, so every rank
-        must call it (one that waits for the others' numbers alone waits until the timeout)."""
+        """:func:`evaluate` of the trainer's model and loss on ``data``. Under DDP each rank evaluates the data it is
+        given and the result is the token-weighted mean over all of it, so every rank must call it (one that waits for
+        the others' numbers alone waits until the timeout)."""
         result = evaluate(self.model, self.loss_fn, self._batches(data, self.epoch), self.device)
         if self.distributed:
             accuracy = 0.0 if result.accuracy is None else result.accuracy
