@@ -6,11 +6,9 @@ import random
 import numpy as np
 import pytest
 import torch
-from torch import nn
 
 import lmlib
 from lmlib.course import exercises, leaderboard, presets, viz
-from lmlib.training.checkpoint import load_weights, save_weights
 
 
 def test_presets_follow_the_environment(monkeypatch):
@@ -159,22 +157,6 @@ def test_a_hint_is_shown_only_after_a_wrong_attempt(capsys):
     exercises.check_function("sq", lambda x: x + 1, lambda x: x * x, [(2,)], hint="HINT-B")
     out = capsys.readouterr().out
     assert "HINT-A" in out and "HINT-B" in out
-
-
-def test_weights_round_trip_through_safetensors_with_tied_weights(tmp_path):
-    class Tied(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.emb = nn.Embedding(7, 4)
-            self.out = nn.Linear(4, 7)
-            self.out.weight = self.emb.weight
-
-    a, b = Tied(), Tied()
-    save_weights(a, tmp_path / "w.safetensors")
-    load_weights(b, tmp_path / "w.safetensors")
-    assert torch.equal(a.emb.weight, b.emb.weight) and b.out.weight is b.emb.weight
-    with pytest.raises(FileNotFoundError):
-        load_weights(b, tmp_path / "none.safetensors")
 
 
 def test_leaderboard_records_measured_rows_beside_published_ones(tmp_path, monkeypatch):

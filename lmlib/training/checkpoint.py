@@ -4,7 +4,7 @@ A training checkpoint holds the model and optimizer state, the trainer's counter
 callbacks' state and every random generator's state, so that training resumed from it takes the same
 next step as a run that was never interrupted. It is written to a temporary file and renamed into place,
 so a crash mid-write never leaves a half checkpoint, and it is read with ``weights_only=True``, which
-refuses pickled code. Bare model weights (to ship a pretrained model) go to safetensors.
+refuses pickled code.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch import nn
 
 
 def rng_state() -> dict:
@@ -41,21 +40,18 @@ def set_rng_state(state: dict) -> None:
     random.setstate((p["version"], tuple(p["state"]), p["gauss"]))
 
 
-def _atomic(path: Path, write) -> None:
+def save_checkpoint(path: str | Path, state: dict) -> None:
+    """Write ``state`` plus the random generators' state to ``path`` atomically."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
     os.close(fd)
     try:
-        write(tmp)
+        torch.save({**state, "rng": rng_state()}, tmp)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-
-
-def save_checkpoint(path: str | Path, state: dict) -> None:
-    """Write ``state`` plus the random generators' state to ``path`` atomically."""
-    _atomic(Path(path), lambda tmp: torch.save({**state, "rng": rng_state()}, tmp))
 
 
 def load_checkpoint(path: str | Path, map_location=None, restore_rng: bool = True) -> dict:
@@ -66,20 +62,3 @@ def load_checkpoint(path: str | Path, map_location=None, restore_rng: bool = Tru
     if restore_rng:
         set_rng_state(state["rng"])
     return state
-
-
-def save_weights(model: nn.Module, path: str | Path) -> None:
-    """Model weights only, as safetensors (tied weights are stored once)."""
-    from safetensors.torch import save_model
-
-    _atomic(Path(path), lambda tmp: save_model(model, tmp))
-
-
-def load_weights(model: nn.Module, path: str | Path, strict: bool = True) -> nn.Module:
-    from safetensors.torch import load_model
-
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no weights at {path}")
-    load_model(model, str(path), strict=strict)
-    return model
