@@ -154,17 +154,12 @@ class _PairStats:
         self.where: defaultdict[tuple[str, str], set[int]] = defaultdict(set)
         self.pairs_of: defaultdict[str, set[tuple[str, str]]] = defaultdict(set)
         for i, (word, f) in enumerate(zip(words, freqs, strict=True)):
-            self._count(word, f)
+            if count_symbols:
+                for s in word:
+                    self.symbols[s] += f
             for p in zip(word, word[1:], strict=False):
+                self.pairs[p] += f
                 self._index(i, p)
-
-    def _count(self, word: list[str], f: int) -> None:
-        """Add ``f`` (negative to remove) to the counts of the word's pairs and symbols."""
-        if self.count_symbols:
-            for s in word:
-                self.symbols[s] += f
-        for p in zip(word, word[1:], strict=False):
-            self.pairs[p] += f
 
     def _index(self, i: int, p: tuple[str, str]) -> None:
         self.where[p].add(i)
