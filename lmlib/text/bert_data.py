@@ -36,6 +36,7 @@ import torch
 
 from .batching import pad_batch
 from .tokenizers import SPECIAL_TOKENS
+from .vocab import check_ids_in_range
 
 IGNORE_INDEX = -100  # MLM label of a position that is not predicted
 IS_NEXT, NOT_NEXT = 0, 1  # NSP labels, as in the released checkpoints
@@ -200,10 +201,8 @@ def _check_masking_inputs(input_ids, specials, vocab_size, attention_mask, mask_
                          f"tokenizer (SpecialIds.from_tokenizer)")
     # the ids' range is read on the CPU only: on a GPU the read would stall it (ids from instance_tensors come from
     # the tokenizer, so they are in range)
-    if input_ids.device.type == "cpu" and input_ids.numel() and (int(input_ids.min()) < 0
-                                                                 or int(input_ids.max()) >= vocab_size):
-        raise ValueError(f"input_ids holds ids from {int(input_ids.min())} to {int(input_ids.max())}, outside the "
-                         f"vocabulary of {vocab_size}; encode the text with the tokenizer of this vocabulary")
+    if input_ids.device.type == "cpu" and input_ids.numel():
+        check_ids_in_range(input_ids, vocab_size, "input_ids", "the tokenizer's vocabulary")
     if attention_mask is not None and (not isinstance(attention_mask, torch.Tensor)
                                        or attention_mask.shape != input_ids.shape):
         raise ValueError("attention_mask must be a tensor shaped like input_ids (1 = real token, 0 = padding)")

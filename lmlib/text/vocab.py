@@ -139,7 +139,7 @@ def check_ids_in_range(ids: Any, vocab_size: int, name: str, vocabulary: str = "
     low, high = int(ids.min()), int(ids.max())
     if low < 0 or high >= vocab_size:
         raise ValueError(f"{name} holds ids from {low} to {high}, but {vocabulary} has {vocab_size} entries "
-                         f"(ids 0..{vocab_size - 1}); encode it with the Vocab the model was built for")
+                         f"(ids 0..{vocab_size - 1}); encode it with the vocabulary the model was built for")
 
 
 def check_special_ids(config: Any, src_vocab_size: int, tgt_vocab_size: int,
