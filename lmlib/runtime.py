@@ -1,4 +1,5 @@
-"""Seeding, device choice and evaluation mode: what every layer of lmlib needs to run a model repeatably.
+"""Seeding, device choice, evaluation mode and atomic writes: what every layer of lmlib needs to run a model
+repeatably and keep what it writes whole.
 
 It sits below all of them (it imports no other lmlib module), so models, training and recipes can all
 use it without pointing upward.
@@ -9,8 +10,10 @@ from __future__ import annotations
 import dataclasses
 import os
 import random
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -65,3 +68,19 @@ def map_tensors(batch: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
     if isinstance(batch, dict):
         return {k: map_tensors(v, fn) for k, v in batch.items()}
     return batch
+
+
+def atomic_write(path: str | Path, write: Callable[[str], None], mode: int = 0o644) -> None:
+    """Call ``write(tmp)`` on a temporary file beside ``path``, then rename it into place: a run killed halfway
+    leaves the old file or none, never a truncated one. ``mode`` replaces mkstemp's private permissions."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    os.close(fd)
+    try:
+        write(tmp)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)

@@ -1,8 +1,10 @@
+from pathlib import Path
+
 import pytest
 import torch
 from torch import nn
 
-from lmlib.runtime import eval_mode
+from lmlib.runtime import atomic_write, eval_mode
 from lmlib.training.trainer import Trainer, evaluate
 
 
@@ -36,3 +38,18 @@ def test_evaluate_needs_no_optimizer_and_matches_the_trainer():
     assert model.training
     with pytest.raises(ValueError, match="no batches"):
         evaluate(model, loss_fn, [])
+
+
+def test_atomic_write_leaves_the_old_file_whole_when_the_write_fails(tmp_path):
+    target = tmp_path / "deep" / "result.json"
+    atomic_write(target, lambda tmp: Path(tmp).write_text("old"))
+    assert target.read_text() == "old" and target.stat().st_mode & 0o777 == 0o644
+
+    def half_then_fail(tmp):
+        Path(tmp).write_text("ne")
+        raise RuntimeError("killed halfway")
+
+    with pytest.raises(RuntimeError):
+        atomic_write(target, half_then_fail)
+    assert target.read_text() == "old"
+    assert [p.name for p in target.parent.iterdir()] == ["result.json"]  # no temporary file left behind

@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from pathlib import Path
+
+from ..runtime import atomic_write
 
 try:
     import fcntl
@@ -78,10 +79,7 @@ def record(model: str, test_ppl: float, notebook: str, preset: str, seconds: flo
             fcntl.flock(lock, fcntl.LOCK_EX)
         rows = measured()
         rows[model] = {"test_ppl": test_ppl, "notebook": notebook, "preset": preset, "seconds": seconds}
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".part")
-        with os.fdopen(fd, "w") as fh:
-            json.dump(rows, fh, indent=1)
-        os.replace(tmp, path)
+        atomic_write(path, lambda tmp: Path(tmp).write_text(json.dumps(rows, indent=1)))
 
 
 def table(include_published: bool = True) -> list[dict]:

@@ -31,6 +31,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import BinaryIO
 
+from ..runtime import atomic_write
 from . import imdb_pack
 from .registry import DataFile, data_file, dataset
 
@@ -164,20 +165,10 @@ def _write_atomically(path: Path, payload: bytes, sha256: str, label: str) -> No
             f"{label}: downloaded bytes hash to {actual}, expected {sha256}. The source has changed or the "
             f"transfer was damaged; nothing was written."
         )
-    tmp = None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(payload)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        atomic_write(path, lambda tmp: Path(tmp).write_bytes(payload))
     except OSError as err:
         raise _unwritable(label, path, err) from None
-    finally:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def _build_packed(files: list[DataFile], root: Path) -> None:

@@ -14,30 +14,16 @@ reads a byte of weights, so a corrupt or replaced file is refused with a message
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import torch
 
 from ..data import sha256_of
+from ..runtime import atomic_write
 
 PRETRAINED_DIR = Path(__file__).resolve().parents[1] / "pretrained"
 REPORT = "pretrain.json"
-
-
-def _atomic_write(path: Path, write: Callable[[str], None]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
-    os.close(fd)
-    try:
-        write(tmp)
-        os.chmod(tmp, 0o644)  # mkstemp makes files private; a shipped file is for everyone to read
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def round_to_fp16(model: torch.nn.Module) -> None:
@@ -59,12 +45,12 @@ def save_shipped(out_dir: str | Path, name: str, state_dict: Mapping[str, torch.
     out_dir = Path(out_dir)
     weights = f"{name}.safetensors"
     tensors = {k: v.detach().to("cpu", torch.float16).contiguous() for k, v in state_dict.items() if k not in skip}
-    _atomic_write(out_dir / weights, lambda tmp: save_file(tensors, tmp, metadata={"config": json.dumps(dict(config))}))
+    atomic_write(out_dir / weights, lambda tmp: save_file(tensors, tmp, metadata={"config": json.dumps(dict(config))}))
     for file_name, writer in dict(side_files).items():
-        _atomic_write(out_dir / file_name, writer)
+        atomic_write(out_dir / file_name, writer)
     files = [weights, *dict(side_files)]
     report = {**report, "sha256": {f: sha256_of(out_dir / f) for f in files}}
-    _atomic_write(out_dir / REPORT, lambda tmp: Path(tmp).write_text(json.dumps(report, indent=2) + "\n"))
+    atomic_write(out_dir / REPORT, lambda tmp: Path(tmp).write_text(json.dumps(report, indent=2) + "\n"))
     return report
 
 

@@ -9,13 +9,13 @@ refuses pickled code.
 
 from __future__ import annotations
 
-import os
 import random
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import torch
+
+from ..runtime import atomic_write
 
 
 def rng_state() -> dict:
@@ -42,16 +42,8 @@ def set_rng_state(state: dict) -> None:
 
 def save_checkpoint(path: str | Path, state: dict) -> None:
     """Write ``state`` plus the random generators' state to ``path`` atomically."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
-    os.close(fd)
-    try:
-        torch.save({**state, "rng": rng_state()}, tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    state = {**state, "rng": rng_state()}
+    atomic_write(path, lambda tmp: torch.save(state, tmp), mode=0o600)
 
 
 def load_checkpoint(path: str | Path, map_location=None, restore_rng: bool = True) -> dict:
