@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 import torch
-from common import dev_split, load, machine, write_result  # noqa: E402
+from common import RESULTS, dev_split, load, machine, write_result  # noqa: E402
 
 from lmlib.data import load_imdb  # noqa: E402
 from lmlib.models.awd_lstm import AWDLSTMLanguageModel  # noqa: E402
@@ -73,17 +73,13 @@ BASE = ("max_len", "batch_size", "base_min_steps", "base_max_steps", "head", "co
 
 
 def results_dir() -> Path:
-    """Where the committed results live: lmlib/results/ once they have moved there, else lmlib/results/."""
-    moved = ROOT / "lmlib" / "results"
-    return moved if moved.is_dir() else ROOT / "tests" / "benchmarks" / "results"
+    """Where the committed results live (a test points it elsewhere)."""
+    return RESULTS
 
 
 def staged_checkpoint() -> Path:
-    """The staged GPU stage (b) LM, wherever the results folder is now."""
-    for base in (ROOT / "lmlib" / "results", ROOT / "tests" / "benchmarks" / "results"):
-        if (base / "gpu_pretraining" / "ulmfit_imdb" / "pretrain.json").is_file():
-            return base / "gpu_pretraining" / "ulmfit_imdb"
-    raise FileNotFoundError("no gpu_pretraining/ulmfit_imdb/pretrain.json under lmlib/results or tests/benchmarks/results")
+    """The staged GPU stage (b) LM."""
+    return RESULTS / "gpu_pretraining" / "ulmfit_imdb"
 
 
 def stage_steps(n_labels: int, m: int, settings: dict = SETTINGS) -> tuple[int, int]:
