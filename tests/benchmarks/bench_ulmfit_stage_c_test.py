@@ -3,10 +3,11 @@
 bench_ulmfit_stage_c_dev.py chose, on a dev split of IMDb *training* reviews, the epochs and peak rate η of the
 paper's stage (c) (``ulmfit``: gradual unfreezing, rates divided by 2.6 per layer group, STLR) and of its ablation
 (``ulmfit_flat``: every group from the start at one rate) for the staged GPU stage (b) LM. Here those settings are
-trained on each seed's 1,000-label sample and scored on the 1,000 test reviews every transfer benchmark uses
-(``common.imdb_test_subset``). A fair random init gets the same choice: ``scratch`` (the same classifier, every
-group from the start at one rate, random weights) at its dev-chosen η (gpu_transfer_ulmfit.json's sweep) for 5 or 15
-epochs, whichever has the better mean dev accuracy over seeds 0 and 1 (both lengths run here).
+trained on each seed's 100- and 1,000-label samples and scored on the 1,000 test reviews every transfer benchmark
+uses (``common.imdb_test_subset``). A fair random init gets the same choice: ``scratch`` (the same classifier, every
+group from the start at one rate, random weights) at the η gpu_transfer_ulmfit.json's dev sweep chose for it (at
+1,000 labels, its only sweep) for 5 or 15 epochs, whichever has the better mean dev accuracy over seeds 0 and 1 at
+that label count (both lengths run here).
 
 Runs go two at a time (one thread each), the dev runs first; rows are written as they come, and a rerun with the
 same checkpoint and settings keeps them, so the run can stop (``--deadline``) and go on.
@@ -35,21 +36,21 @@ from lmlib.recipes import ulmfit as U
 from lmlib.runtime import seed_everything
 
 NAME = "ulmfit_stage_c_test"
-N_LABELS, SEEDS, TEST_REVIEWS, TEST_SEED = 1000, (0, 1, 2), 1000, 0
+SIZES, SEEDS, TEST_REVIEWS, TEST_SEED = (1000, 100), (0, 1, 2), 1000, 0
 SCRATCH_EPOCHS = (5, 15)  # today's length and the longest the dev study gave ULMFiT
 _WORK: dict = {}  # what each worker process reads (filled before the pool forks)
 
 
 def settings_from(dev: dict, transfer: dict) -> dict:
-    """The conditions' (η, epochs, m): ULMFiT's two from the dev study's choice at N_LABELS, scratch's η from the
-    transfer benchmark's dev sweep (its epochs are chosen here)."""
-    chosen = {c["condition"]: c["chosen"] for c in dev["choice"] if c["n_labels"] == N_LABELS}
-    scratch = [r for r in transfer["dev_rows"] if r["condition"] == "scratch" and r["n_labels"] == N_LABELS]
+    """Per label count, the conditions' (η, epochs, m): ULMFiT's two from the dev study's choice, scratch's η from
+    the transfer benchmark's dev sweep (its epochs are chosen here)."""
+    scratch = [r for r in transfer["dev_rows"] if r["condition"] == "scratch"]
     eta = max(scratch, key=lambda r: r["dev_accuracy"])["lr"]
-    return {"n_labels": N_LABELS, "seeds": list(SEEDS), "test_reviews": TEST_REVIEWS, "test_seed": TEST_SEED,
-            "ulmfit": {k: chosen["ulmfit"][k] for k in ("eta", "epochs", "m")},
-            "ulmfit_flat": {k: chosen["ulmfit_flat"][k] for k in ("eta", "epochs", "m")},
-            "scratch": {"eta": eta, "epochs": list(SCRATCH_EPOCHS), "m": 1},
+    chosen = {(c["condition"], c["n_labels"]): {k: c["chosen"][k] for k in ("eta", "epochs", "m")}
+              for c in dev["choice"]}
+    return {"sizes": {str(n): {"ulmfit": chosen["ulmfit", n], "ulmfit_flat": chosen["ulmfit_flat", n],
+                               "scratch": {"eta": eta, "epochs": list(SCRATCH_EPOCHS), "m": 1}} for n in SIZES},
+            "seeds": list(SEEDS), "test_reviews": TEST_REVIEWS, "test_seed": TEST_SEED,
             "conditions": {**D.CONDITIONS, "scratch": dict(gradual=False, factor=1.0)},
             "base": {k: D.SETTINGS[k] for k in D.BASE if k != "conditions"}}
 
@@ -58,26 +59,28 @@ def train_and_score(job: dict) -> dict:
     """One run in a worker: train ``job``'s condition on its seed's sample and score it on its split."""
     torch.set_num_threads(1)
     lm, base, spec = _WORK["lm"], _WORK["settings"]["base"], _WORK["settings"]["conditions"][job["condition"]]
-    ids, labels = _WORK["samples"][job["seed"]]
+    ids, labels = _WORK["samples"][job["n_labels"], job["seed"]]
     seed_everything(job["seed"])
     fresh = AWDLSTMLanguageModel(lm.config)
     if job["condition"] != "scratch":
         fresh.encoder.load_state_dict(lm.encoder.state_dict())
     model = ULMFiTClassifier(fresh.encoder, 2, **base["head"])
-    low, high = D.stage_steps(_WORK["n"], job["m"], base)
+    low, high = D.stage_steps(job["n_labels"], job["m"], base)
     start = time.perf_counter()
     trainer = U.train_classifier(model, ids, labels, job["epochs"], job["eta"], gradual=spec["gradual"],
                                  factor=spec["factor"], batch_size=base["batch_size"], max_len=base["max_len"],
                                  min_steps_per_epoch=low, max_steps_per_epoch=high, seed=job["seed"])
     seconds = time.perf_counter() - start
     accuracy = U.accuracy(model, *_WORK[job["split"]], max_len=base["max_len"])
-    return {**job, "n_labels": _WORK["n"], "factor": spec["factor"], "steps": trainer.step, "accuracy": accuracy,
+    return {**job, "factor": spec["factor"], "steps": trainer.step, "accuracy": accuracy,
             "train_seconds": round(seconds, 1)}
 
 
-def scratch_epochs(rows: list[dict]) -> int | None:
-    """The scratch length with the best mean dev accuracy over seeds 0 and 1 (ties to fewer), once all have run."""
-    dev = {e: [r["accuracy"] for r in rows if r["split"] == "dev" and r["epochs"] == e] for e in SCRATCH_EPOCHS}
+def scratch_epochs(rows: list[dict], n: int) -> int | None:
+    """The scratch length with the best mean dev accuracy over seeds 0 and 1 at ``n`` labels (ties to fewer), once
+    all have run."""
+    dev = {e: [r["accuracy"] for r in rows if (r["split"], r["n_labels"], r["epochs"]) == ("dev", n, e)]
+           for e in SCRATCH_EPOCHS}
     if any(len(accs) < 2 for accs in dev.values()):
         return None
     return max(SCRATCH_EPOCHS, key=lambda e: (sum(dev[e]) / 2, -e))
@@ -85,22 +88,27 @@ def scratch_epochs(rows: list[dict]) -> int | None:
 
 def jobs(settings: dict, rows: list[dict]) -> list[dict]:
     """The runs still to do that can start now, most needed first."""
-    eta = settings["scratch"]["eta"]
-    todo = [dict(split="dev", condition="scratch", seed=s, eta=eta, epochs=e, m=1)
-            for e in SCRATCH_EPOCHS for s in (0, 1)]
-    for seed in SEEDS:
-        todo += [dict(split="test", condition=c, seed=seed, **settings[c]) for c in ("ulmfit", "ulmfit_flat")]
-    epochs = scratch_epochs(rows)
-    if epochs is not None:
-        todo += [dict(split="test", condition="scratch", seed=s, eta=eta, epochs=epochs, m=1) for s in SEEDS]
-    done = [{k: r[k] for k in ("split", "condition", "seed", "eta", "epochs", "m")} for r in rows]
+    todo = []
+    for n in SIZES:
+        size, late = settings["sizes"][str(n)], []
+        eta = size["scratch"]["eta"]
+        todo += [dict(split="dev", condition="scratch", n_labels=n, seed=s, eta=eta, epochs=e, m=1)
+                 for e in SCRATCH_EPOCHS for s in (0, 1)]
+        for seed in SEEDS:
+            late += [dict(split="test", condition=c, n_labels=n, seed=seed, **size[c]) for c in ("ulmfit", "ulmfit_flat")]
+        epochs = scratch_epochs(rows, n)
+        if epochs is not None:
+            late += [dict(split="test", condition="scratch", n_labels=n, seed=s, eta=eta, epochs=epochs, m=1)
+                     for s in SEEDS]
+        todo += late
+    done = [{k: r[k] for k in ("split", "condition", "n_labels", "seed", "eta", "epochs", "m")} for r in rows]
     return [j for j in todo if j not in done]
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--deadline", type=float, default=None, help="start nothing new after this many seconds")
-    parser.add_argument("--smoke", action="store_true", help="a trial: 16 labels, 32 dev and test reviews, 2 steps")
+    parser.add_argument("--smoke", action="store_true", help="a trial: 8 labels, 32 dev and test reviews, 2 steps a stage")
     parser.add_argument("--out", default=NAME, help="result name or path")
     args = parser.parse_args(argv)
     checkpoint = D.staged_checkpoint()
@@ -109,8 +117,8 @@ def main(argv=None) -> int:
     settings = settings_from(read_result("ulmfit_stage_c_dev"), read_result("gpu_transfer_ulmfit"))
     if args.smoke:
         settings["base"].update(base_min_steps=1, base_max_steps=2)
-        for c in ("ulmfit", "ulmfit_flat"):
-            settings[c]["epochs"] = 1
+        for size in settings["sizes"].values():
+            size["ulmfit"]["epochs"] = size["ulmfit_flat"]["epochs"] = 1
     lm, vocab = U.load_pretrained(checkpoint, **U.IMDB_RECIPE["dropouts"])  # checks every file's sha256
     out = args.out if args.out == NAME else Path(args.out)
     rows = kept_rows(out, settings, sha)
@@ -119,15 +127,15 @@ def main(argv=None) -> int:
         return [U.head_and_tail(x, settings["base"]["max_len"]) for x in
                 U.encode_texts(vocab, [U.review_tokens(t) for t in texts])]
 
-    n = 16 if args.smoke else N_LABELS
     train = load_imdb("train")
     dev_texts, dev_labels = dev_split(list(train.texts), list(train.labels))
     test_texts, test_labels = imdb_test_subset(TEST_REVIEWS, TEST_SEED)
     cut = 32 if args.smoke else None
-    _WORK.update(lm=lm, settings=settings, n=n, dev=(encode(dev_texts[:cut]), dev_labels[:cut]),
+    _WORK.update(lm=lm, settings=settings, dev=(encode(dev_texts[:cut]), dev_labels[:cut]),
                  test=(encode(test_texts[:cut]), test_labels[:cut]),
-                 samples={s: (lambda tl: (encode(tl[0]), tl[1]))(U.sample_balanced(train.texts, train.labels, n, seed=s))
-                          for s in SEEDS})
+                 samples={(n, s): (lambda tl: (encode(tl[0]), tl[1]))(
+                     U.sample_balanced(train.texts, train.labels, 8 if args.smoke else n, seed=s))
+                     for n in SIZES for s in SEEDS})
     head = {"what": __doc__.split("\n\n")[0], "settings": settings, "checkpoint_sha256": sha,
             "checkpoint": {"folder": str(checkpoint.relative_to(D.ROOT)), "sha256": report["sha256"],
                            "tokens_seen": report.get("tokens_seen"), "rebuild": report.get("rebuild")},
@@ -135,7 +143,7 @@ def main(argv=None) -> int:
 
     def save() -> None:
         tested = [r for r in rows if r["split"] == "test"]
-        write_result(out, {**head, "rows": rows, "scratch_epochs": scratch_epochs(rows),
+        write_result(out, {**head, "rows": rows, "scratch_epochs": {str(n): scratch_epochs(rows, n) for n in SIZES},
                            "summary": summarise(tested, ("condition", "n_labels")) if tested else [],
                            "load_after": load()})
 
