@@ -39,3 +39,34 @@ def test_reading_of_the_committed_curve():
     data = results.load("ulmfit_imdb")
     rows = against_scratch(data["summary"], data["settings"]["test_reviews"], data["settings"]["max_len"])
     assert all(r["difference"] < 0 for r in rows if r["n_labels"] >= 1000)  # what notebook 07 says in words
+
+
+def test_the_dev_chosen_stage_c_result_reads_as_variants_and_says_each_choice(monkeypatch):
+    from lmlib.course import ulmfit_results
+
+    checked = []
+    fake = {"checkpoint": {"sha256": {"ulmfit_imdb.safetensors": "ab" * 32}},
+            "settings": {"base": {"max_len": 128}, "test_reviews": 1000,
+                         "sizes": {str(n): {"ulmfit": {"eta": 0.03, "epochs": e, "m": 1},
+                                            "ulmfit_flat": {"eta": 0.01, "epochs": 10, "m": 1},
+                                            "scratch": {"eta": 0.003, "epochs": [5, 15], "m": 1}}
+                                   for n, e in ((1000, 15), (100, 5))}},
+            "scratch_epochs": {"1000": 15, "100": 5},
+            "summary": [{"condition": c, "n_labels": 1000, "seeds": 3, "mean": m, "se": 0.01}
+                        for c, m in (("ulmfit", 0.70), ("ulmfit_flat", 0.74), ("scratch", 0.64))]}
+    five = {"checkpoint": fake["checkpoint"],
+            "summary": [{"condition": c, "n_labels": 1000, "mean": m} for c, m in (("ulmfit", 0.63), ("scratch", 0.65))]}
+    served = {"ulmfit_stage_c_test": fake, "gpu_transfer_ulmfit": five}
+    monkeypatch.setattr(results, "load", lambda name: served[name])
+    monkeypatch.setattr(results, "measured_checkpoint", lambda sha, name: checked.append(sha))
+    got = ulmfit_results.stage_c_on_test()
+    assert "ULMFiT 0.630 → 0.700" in got["against_today"] and "from scratch 0.650 → 0.640" in got["against_today"]
+    assert checked == [fake["checkpoint"]["sha256"]]  # refused unless a known checkpoint measured it
+    (flat,) = against_scratch(got["summary"], got["n_test"], got["max_len"], variant="neither")
+    assert flat["difference"] == pytest.approx(0.10) and flat["verdict"] == "ahead"
+    lines = got["choices"].splitlines()
+    assert lines[0].startswith("- 100 labels: ULMFiT, 5 epochs at η = 0.03") and "from scratch, 5 epochs" in lines[0]
+    assert "ULMFiT, one rate, all layers, 10 epochs at η = 0.01" in lines[1] and "from scratch, 15 epochs" in lines[1]
+    served["gpu_transfer_ulmfit"] = {**five, "checkpoint": {"sha256": {"ulmfit_imdb.safetensors": "cd" * 32}}}
+    with pytest.raises(RuntimeError):  # today's rows from another checkpoint are not set beside these
+        ulmfit_results.stage_c_on_test()

@@ -127,3 +127,33 @@ def ulmfit_ablation_imdb_reading(summary: Sequence[Mapping], n_test: int, max_le
         if cells:
             lines.append(f"- {name}: " + "; ".join(cells))
     return "\n".join(lines)
+
+
+CHOSEN_ON_DEV = {"ulmfit": "ulmfit", "ulmfit_flat": "neither", "scratch": "scratch"}  # the script's ids -> variants
+
+
+def stage_c_on_test(name: str = "ulmfit_stage_c_test", today: str = "gpu_transfer_ulmfit") -> dict:
+    """bench_ulmfit_stage_c_test.py's result, refused unless it was measured on a shipped or staged checkpoint:
+    ``summary`` (the test accuracies as :func:`against_scratch` reads them, the one-rate ablation as ``"neither"``),
+    ``n_test``, ``max_len``, ``choices``, Markdown that says what each condition got on dev at each label count, and
+    ``against_today``, each condition's mean at the most labels beside its five-epoch one in ``today`` (the transfer
+    benchmark's result, refused unless measured on the same checkpoint)."""
+    from .results import load, measured_checkpoint
+
+    result, five = load(name), load(today)
+    measured_checkpoint(result["checkpoint"]["sha256"], name)
+    if five["checkpoint"]["sha256"] != result["checkpoint"]["sha256"]:
+        raise RuntimeError(f"{today}.json and {name}.json were measured on different checkpoints")
+    max_len = result["settings"]["base"]["max_len"]
+    lines = []
+    for n, size in sorted(result["settings"]["sizes"].items(), key=lambda item: int(item[0])):
+        epochs = {**{c: s["epochs"] for c, s in size.items()}, "scratch": result["scratch_epochs"][n]}
+        lines.append(f"- {int(n):,} labels: " + "; ".join(
+            f"{variant_name(CHOSEN_ON_DEV[c])}, {epochs[c]} epochs at η = {s['eta']:g}" for c, s in size.items()))
+    most = max(s["n_labels"] for s in result["summary"])
+    before = {s["condition"]: s["mean"] for s in five["summary"] if s["n_labels"] == most}
+    after = [f"{variant_name(CHOSEN_ON_DEV[s['condition']])} {before[s['condition']]:.3f} → {s['mean']:.3f}"
+             for s in result["summary"] if s["n_labels"] == most and s["condition"] in before]
+    return {"summary": [{**s, "variant": CHOSEN_ON_DEV[s["condition"]], "max_len": max_len} for s in result["summary"]],
+            "n_test": result["settings"]["test_reviews"], "max_len": max_len, "choices": "\n".join(lines),
+            "against_today": f"At {most:,} labels, five epochs → the dev-chosen length: " + "; ".join(after) + "."}
