@@ -110,17 +110,24 @@ def main(argv=None) -> int:
     parser.add_argument("--deadline", type=float, default=None, help="start nothing new after this many seconds")
     parser.add_argument("--smoke", action="store_true", help="a trial: 8 labels, 32 dev and test reviews, 2 steps a stage")
     parser.add_argument("--out", default=NAME, help="result name or path")
+    parser.add_argument("--checkpoint", type=Path, default=None, help="stage (b) LM folder (default: the staged GPU one)")
+    parser.add_argument("--dev", default="ulmfit_stage_c_dev",
+                        help="the dev study's result (name or path) that chose the settings, run on the same checkpoint")
     args = parser.parse_args(argv)
-    checkpoint = D.staged_checkpoint()
+    checkpoint = args.checkpoint or D.staged_checkpoint()
     report = json.loads((checkpoint / "pretrain.json").read_text())
     sha = report["sha256"]["ulmfit_imdb.safetensors"]
-    settings = settings_from(read_result("ulmfit_stage_c_dev"), read_result("gpu_transfer_ulmfit"))
+    dev = read_result(Path(args.dev) if args.dev.endswith(".json") else args.dev)
+    if dev["checkpoint_sha256"] != sha:
+        parser.error(f"{args.dev} chose its settings on another checkpoint than {checkpoint}; run "
+                     "bench_ulmfit_stage_c_dev.py --checkpoint on it first")
+    settings = settings_from(dev, read_result("gpu_transfer_ulmfit"))
     if args.smoke:
         settings["base"].update(base_min_steps=1, base_max_steps=2)
         for size in settings["sizes"].values():
             size["ulmfit"]["epochs"] = size["ulmfit_flat"]["epochs"] = 1
     lm, vocab = U.load_pretrained(checkpoint, **U.IMDB_RECIPE["dropouts"])  # checks every file's sha256
-    out = args.out if args.out == NAME else Path(args.out)
+    out = Path(args.out) if args.out.endswith(".json") else args.out
     rows = kept_rows(out, settings, sha)
 
     def encode(texts):
@@ -136,8 +143,9 @@ def main(argv=None) -> int:
                  samples={(n, s): (lambda tl: (encode(tl[0]), tl[1]))(
                      U.sample_balanced(train.texts, train.labels, 8 if args.smoke else n, seed=s))
                      for n in SIZES for s in SEEDS})
+    folder = checkpoint.relative_to(D.ROOT) if checkpoint.is_relative_to(D.ROOT) else checkpoint
     head = {"what": __doc__.split("\n\n")[0], "settings": settings, "checkpoint_sha256": sha,
-            "checkpoint": {"folder": str(checkpoint.relative_to(D.ROOT)), "sha256": report["sha256"],
+            "checkpoint": {"folder": str(folder), "sha256": report["sha256"],
                            "tokens_seen": report.get("tokens_seen"), "rebuild": report.get("rebuild")},
             "machine": machine(), "load_before": load()}
 
