@@ -1,5 +1,6 @@
-"""tests/benchmarks/bench_ulmfit_stage_c_dev.py: stage (c)'s settings chosen by dev accuracy alone, and rows of an
-earlier sweep copied only when a row measured again reproduces them."""
+"""tests/benchmarks/bench_ulmfit_stage_c_dev.py and bench_ulmfit_stage_c_test.py: stage (c)'s settings chosen by dev
+accuracy alone, rows of an earlier sweep copied only when a row measured again reproduces them, and the random init
+tested only at the length its own dev runs chose."""
 
 import json
 import sys
@@ -47,3 +48,24 @@ def test_an_earlier_sweep_is_copied_only_when_a_row_run_again_gives_its_number(t
     assert D.copied_rows([row(0.01, 5, 1, 0, 0.650)], sha) == []  # not reproduced
     assert D.copied_rows([row(0.03, 10, 1, 0, 0.7)], sha) == []  # nothing run again
     assert D.copied_rows([row(0.01, 5, 1, 0, 0.644)], "cd" * 32) == []  # another checkpoint
+
+
+def test_the_random_init_is_tested_only_at_the_length_its_dev_runs_chose():
+    import bench_ulmfit_stage_c_test as T
+
+    def dev(n, epochs, seed, acc):
+        return dict(split="dev", condition="scratch", n_labels=n, seed=seed, eta=0.003, epochs=epochs, m=1, accuracy=acc)
+
+    rows = [dev(1000, 5, 0, 0.74), dev(1000, 5, 1, 0.55), dev(1000, 15, 0, 0.62)]
+    assert T.scratch_epochs(rows, 1000) is None  # a length with one seed so far: no choice yet
+    rows.append(dev(1000, 15, 1, 0.75))
+    assert T.scratch_epochs(rows, 1000) == 15 and T.scratch_epochs(rows, 100) is None
+    assert T.scratch_epochs([dev(100, 5, 0, 0.6), dev(100, 5, 1, 0.6), dev(100, 15, 0, 0.7), dev(100, 15, 1, 0.5)],
+                            100) == 5  # a tie goes to the shorter run
+    size = {"ulmfit": dict(eta=0.03, epochs=15, m=1), "ulmfit_flat": dict(eta=0.01, epochs=10, m=1),
+            "scratch": dict(eta=0.003, epochs=[5, 15], m=1)}
+    todo = T.jobs({"sizes": {"1000": size, "100": size}}, rows)
+    tested = {(j["condition"], j["n_labels"], j["epochs"]) for j in todo if j["split"] == "test"}
+    assert ("scratch", 1000, 15) in tested and ("scratch", 1000, 5) not in tested
+    assert not any(j["condition"] == "scratch" and j["n_labels"] == 100 and j["split"] == "test" for j in todo)
+    assert not any(j["split"] == "dev" and j["n_labels"] == 1000 for j in todo)  # what ran is not run again
