@@ -53,14 +53,18 @@ def test_the_dev_chosen_stage_c_result_reads_as_variants_and_says_each_choice(mo
                                    for n, e in ((1000, 15), (100, 5))}},
             "scratch_epochs": {"1000": 15, "100": 5},
             "summary": [{"condition": c, "n_labels": 1000, "seeds": 3, "mean": m, "se": 0.01}
-                        for c, m in (("ulmfit", 0.70), ("ulmfit_flat", 0.74), ("scratch", 0.64))]}
-    five = {"checkpoint": fake["checkpoint"],
-            "summary": [{"condition": c, "n_labels": 1000, "mean": m} for c, m in (("ulmfit", 0.63), ("scratch", 0.65))]}
+                        for c, m in (("ulmfit", 0.70), ("ulmfit_flat", 0.74), ("scratch", 0.64))],
+            "rows": [{"split": "test", "condition": c, "n_labels": 1000, "seed": seed, "accuracy": a}
+                     for c, accs in (("ulmfit", (0.69, 0.71, 0.40)), ("scratch", (0.64, 0.64, 0.40)))
+                     for seed, a in enumerate(accs)]}
+    five = {"checkpoint": fake["checkpoint"],  # seeds 0 and 1 only: seed 2 of the new run is left out of the line
+            "rows": [{"condition": c, "n_labels": 1000, "seed": seed, "accuracy": a}
+                     for c, accs in (("ulmfit", (0.62, 0.64)), ("scratch", (0.66, 0.64))) for seed, a in enumerate(accs)]}
     served = {"ulmfit_stage_c_test": fake, "gpu_transfer_ulmfit": five}
     monkeypatch.setattr(results, "load", lambda name: served[name])
     monkeypatch.setattr(results, "measured_checkpoint", lambda sha, name: checked.append(sha))
     got = ulmfit_results.stage_c_on_test()
-    assert "ULMFiT 0.630 → 0.700" in got["against_today"] and "from scratch 0.650 → 0.640" in got["against_today"]
+    assert "(0, 1): ULMFiT 0.630 → 0.700" in got["against_today"] and "from scratch 0.650 → 0.640" in got["against_today"]
     assert checked == [fake["checkpoint"]["sha256"]]  # refused unless a known checkpoint measured it
     (flat,) = against_scratch(got["summary"], got["n_test"], got["max_len"], variant="neither")
     assert flat["difference"] == pytest.approx(0.10) and flat["verdict"] == "ahead"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+import statistics
 from collections.abc import Mapping, Sequence
 
 VARIANT_NAMES = {  # the ids of bench_ulmfit_imdb.py and bench_ulmfit_ablation.py -> what a reader sees
@@ -137,7 +138,7 @@ def stage_c_on_test(name: str = "ulmfit_stage_c_test", today: str = "gpu_transfe
     ``summary`` (the test accuracies as :func:`against_scratch` reads them, the one-rate ablation as ``"neither"``),
     ``n_test``, ``max_len``, ``choices``, Markdown that says what each condition got on dev at each label count, and
     ``against_today``, each condition's mean at the most labels beside its five-epoch one in ``today`` (the transfer
-    benchmark's result, refused unless measured on the same checkpoint)."""
+    benchmark's result, refused unless measured on the same checkpoint), both over the seeds the two share."""
     from .results import load, measured_checkpoint
 
     result, five = load(name), load(today)
@@ -151,9 +152,19 @@ def stage_c_on_test(name: str = "ulmfit_stage_c_test", today: str = "gpu_transfe
         lines.append(f"- {int(n):,} labels: " + "; ".join(
             f"{variant_name(CHOSEN_ON_DEV[c])}, {epochs[c]} epochs at η = {s['eta']:g}" for c, s in size.items()))
     most = max(s["n_labels"] for s in result["summary"])
-    before = {s["condition"]: s["mean"] for s in five["summary"] if s["n_labels"] == most}
-    after = [f"{variant_name(CHOSEN_ON_DEV[s['condition']])} {before[s['condition']]:.3f} → {s['mean']:.3f}"
-             for s in result["summary"] if s["n_labels"] == most and s["condition"] in before]
+
+    def means(rows: Sequence[Mapping], seeds: set) -> dict[str, float]:
+        """Each condition's mean test accuracy over ``seeds`` at ``most`` labels."""
+        accuracies: dict[str, list[float]] = {}
+        for r in rows:
+            if r["n_labels"] == most and r["seed"] in seeds and r.get("split", "test") == "test":
+                accuracies.setdefault(r["condition"], []).append(r["accuracy"])
+        return {c: statistics.mean(a) for c, a in accuracies.items()}
+
+    seeds = {r["seed"] for r in five["rows"]} & {r["seed"] for r in result["rows"]}
+    before, now = means(five["rows"], seeds), means(result["rows"], seeds)
+    after = [f"{variant_name(CHOSEN_ON_DEV[c])} {before[c]:.3f} → {now[c]:.3f}" for c in CHOSEN_ON_DEV if c in before]
     return {"summary": [{**s, "variant": CHOSEN_ON_DEV[s["condition"]], "max_len": max_len} for s in result["summary"]],
             "n_test": result["settings"]["test_reviews"], "max_len": max_len, "choices": "\n".join(lines),
-            "against_today": f"At {most:,} labels, five epochs → the dev-chosen length: " + "; ".join(after) + "."}
+            "against_today": f"At {most:,} labels, five epochs → the dev-chosen length, over the seeds both ran "
+                             f"({', '.join(map(str, sorted(seeds)))}): " + "; ".join(after) + "."}

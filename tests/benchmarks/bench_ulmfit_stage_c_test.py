@@ -27,7 +27,7 @@ from pathlib import Path
 
 import bench_ulmfit_stage_c_dev as D
 import torch
-from common import dev_split, imdb_test_subset, kept_rows, load, machine, read_result, summarise, write_result
+from common import dev_split, imdb_test_subset, load, machine, read_result, summarise, write_result
 
 from lmlib.data import load_imdb
 from lmlib.models.awd_lstm import AWDLSTMLanguageModel
@@ -36,7 +36,7 @@ from lmlib.recipes import ulmfit as U
 from lmlib.runtime import seed_everything
 
 NAME = "ulmfit_stage_c_test"
-SIZES, SEEDS, TEST_REVIEWS, TEST_SEED = (1000, 100), (0, 1, 2), 1000, 0
+SIZES, SEEDS, TEST_REVIEWS, TEST_SEED = (1000, 100), (0, 1, 2, 3, 4), 1000, 0
 SCRATCH_EPOCHS = (5, 15)  # today's length and the longest the dev study gave ULMFiT
 _WORK: dict = {}  # what each worker process reads (filled before the pool forks)
 
@@ -105,6 +105,17 @@ def jobs(settings: dict, rows: list[dict]) -> list[dict]:
     return [j for j in todo if j not in done]
 
 
+def kept(out, settings: dict, sha: str) -> list[dict]:
+    """The rows of an earlier run on the same checkpoint whose settings differ at most in the seeds, for the seeds
+    this run has: a stopped run goes on, and a run with more seeds keeps what the shared seeds measured."""
+    previous = read_result(out)
+    if not previous or previous["checkpoint_sha256"] != sha:
+        return []
+    now = json.loads(json.dumps(settings))
+    same = {k: v for k, v in previous["settings"].items() if k != "seeds"} == {k: v for k, v in now.items() if k != "seeds"}
+    return [r for r in previous["rows"] if r["seed"] in now["seeds"]] if same else []
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--deadline", type=float, default=None, help="start nothing new after this many seconds")
@@ -128,7 +139,7 @@ def main(argv=None) -> int:
             size["ulmfit"]["epochs"] = size["ulmfit_flat"]["epochs"] = 1
     lm, vocab = U.load_pretrained(checkpoint, **U.IMDB_RECIPE["dropouts"])  # checks every file's sha256
     out = Path(args.out) if args.out.endswith(".json") else args.out
-    rows = kept_rows(out, settings, sha)
+    rows = kept(out, settings, sha)
 
     def encode(texts):
         return [U.head_and_tail(x, settings["base"]["max_len"]) for x in
