@@ -72,14 +72,15 @@ def test_the_random_init_is_tested_only_at_the_length_its_dev_runs_chose():
 
 
 def test_a_rerun_with_more_seeds_keeps_what_the_shared_seeds_measured(tmp_path):
-    import bench_ulmfit_stage_c_test as T
+    from common import kept_rows
 
     settings = {"seeds": [0, 1, 2], "sizes": {"1000": {}}, "test_reviews": 1000}
     rows = [dict(split="test", seed=s, accuracy=0.7) for s in (0, 1, 2)]
     out = tmp_path / "run.json"
     out.write_text(json.dumps({"settings": settings, "checkpoint_sha256": "ab" * 32, "rows": rows}))
     more = {**settings, "seeds": [0, 1, 2, 3, 4]}
-    assert T.kept(out, more, "ab" * 32) == rows
-    assert [r["seed"] for r in T.kept(out, {**settings, "seeds": [0, 1]}, "ab" * 32)] == [0, 1]
-    assert T.kept(out, more, "cd" * 32) == []  # another checkpoint
-    assert T.kept(out, {**more, "test_reviews": 500}, "ab" * 32) == []  # other settings
+    assert kept_rows(out, more, "ab" * 32, more_seeds=True) == rows
+    assert [r["seed"] for r in kept_rows(out, {**settings, "seeds": [0, 1]}, "ab" * 32, more_seeds=True)] == [0, 1]
+    assert kept_rows(out, more, "cd" * 32, more_seeds=True) == []  # another checkpoint
+    assert kept_rows(out, {**more, "test_reviews": 500}, "ab" * 32, more_seeds=True) == []  # other settings
+    assert kept_rows(out, settings, "ab" * 32) == rows and kept_rows(out, more, "ab" * 32) == []  # the default

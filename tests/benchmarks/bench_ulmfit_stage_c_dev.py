@@ -88,6 +88,25 @@ def stage_steps(n_labels: int, m: int, settings: dict = SETTINGS) -> tuple[int, 
     return m * max(settings["base_min_steps"], passes), m * settings["base_max_steps"]
 
 
+def train_stage_c(lm: AWDLSTMLanguageModel, condition: str, ids: list, labels: list, n_labels: int, eta: float,
+                  epochs: int, m: int, seed: int, settings: dict = SETTINGS, pretrained: bool = True):
+    """One stage (c) run: the classifier on ``lm``'s encoder (or, not ``pretrained``, the same architecture from
+    random weights) trained on ``ids``/``labels`` with ``condition``'s schedule for ``epochs`` stages m times
+    today's length. Returns ``(model, trainer, training seconds)``."""
+    spec = settings["conditions"][condition]
+    seed_everything(seed)
+    fresh = AWDLSTMLanguageModel(lm.config)
+    if pretrained:
+        fresh.encoder.load_state_dict(lm.encoder.state_dict())
+    model = ULMFiTClassifier(fresh.encoder, 2, **settings["head"])
+    low, high = stage_steps(n_labels, m, settings)
+    start = time.perf_counter()
+    trainer = U.train_classifier(model, ids, labels, epochs, eta, gradual=spec["gradual"], factor=spec["factor"],
+                                 batch_size=settings["batch_size"], max_len=settings["max_len"],
+                                 min_steps_per_epoch=low, max_steps_per_epoch=high, seed=seed)
+    return model, trainer, time.perf_counter() - start
+
+
 def choose(rows: list[dict]) -> list[dict]:
     """Per condition and label count, the setting with the best mean dev accuracy over its seeds; ties go to fewer
     steps, then to the smaller η. Also today's setting's mean where it ran (η the best of today's schedule)."""
@@ -209,16 +228,7 @@ def main(argv=None) -> int:
             samples[n, seed] = (encode(texts), labels)
         ids, labels = samples[n, seed]
         spec = settings["conditions"][condition]
-        seed_everything(seed)
-        fresh = AWDLSTMLanguageModel(lm.config)
-        fresh.encoder.load_state_dict(lm.encoder.state_dict())
-        model = ULMFiTClassifier(fresh.encoder, 2, **settings["head"])
-        low, high = stage_steps(n, m, settings)
-        t = time.perf_counter()
-        trainer = U.train_classifier(model, ids, labels, epochs, eta, gradual=spec["gradual"], factor=spec["factor"],
-                                     batch_size=settings["batch_size"], max_len=settings["max_len"],
-                                     min_steps_per_epoch=low, max_steps_per_epoch=high, seed=seed)
-        seconds = time.perf_counter() - t
+        model, trainer, seconds = train_stage_c(lm, condition, ids, labels, n, eta, epochs, m, seed, settings)
         acc = U.accuracy(model, dev_ids, dev_labels, max_len=settings["max_len"])
         row = {"condition": condition, "n_labels": n, "seed": seed, "eta": eta, "factor": spec["factor"],
                "epochs": epochs, "m": m, "steps_per_stage": trainer.step // epochs, "steps": trainer.step,

@@ -27,13 +27,10 @@ from pathlib import Path
 
 import bench_ulmfit_stage_c_dev as D
 import torch
-from common import dev_split, imdb_test_subset, load, machine, read_result, summarise, write_result
+from common import dev_split, imdb_test_subset, kept_rows, load, machine, read_result, summarise, write_result
 
 from lmlib.data import load_imdb
-from lmlib.models.awd_lstm import AWDLSTMLanguageModel
-from lmlib.models.ulmfit import ULMFiTClassifier
 from lmlib.recipes import ulmfit as U
-from lmlib.runtime import seed_everything
 
 NAME = "ulmfit_stage_c_test"
 SIZES, SEEDS, TEST_REVIEWS, TEST_SEED = (1000, 100), (0, 1, 2, 3, 4), 1000, 0
@@ -58,22 +55,14 @@ def settings_from(dev: dict, transfer: dict) -> dict:
 def train_and_score(job: dict) -> dict:
     """One run in a worker: train ``job``'s condition on its seed's sample and score it on its split."""
     torch.set_num_threads(1)
-    lm, base, spec = _WORK["lm"], _WORK["settings"]["base"], _WORK["settings"]["conditions"][job["condition"]]
+    settings = {**_WORK["settings"]["base"], "conditions": _WORK["settings"]["conditions"]}
     ids, labels = _WORK["samples"][job["n_labels"], job["seed"]]
-    seed_everything(job["seed"])
-    fresh = AWDLSTMLanguageModel(lm.config)
-    if job["condition"] != "scratch":
-        fresh.encoder.load_state_dict(lm.encoder.state_dict())
-    model = ULMFiTClassifier(fresh.encoder, 2, **base["head"])
-    low, high = D.stage_steps(job["n_labels"], job["m"], base)
-    start = time.perf_counter()
-    trainer = U.train_classifier(model, ids, labels, job["epochs"], job["eta"], gradual=spec["gradual"],
-                                 factor=spec["factor"], batch_size=base["batch_size"], max_len=base["max_len"],
-                                 min_steps_per_epoch=low, max_steps_per_epoch=high, seed=job["seed"])
-    seconds = time.perf_counter() - start
-    accuracy = U.accuracy(model, *_WORK[job["split"]], max_len=base["max_len"])
-    return {**job, "factor": spec["factor"], "steps": trainer.step, "accuracy": accuracy,
-            "train_seconds": round(seconds, 1)}
+    model, trainer, seconds = D.train_stage_c(_WORK["lm"], job["condition"], ids, labels, job["n_labels"], job["eta"],
+                                              job["epochs"], job["m"], job["seed"], settings,
+                                              pretrained=job["condition"] != "scratch")
+    accuracy = U.accuracy(model, *_WORK[job["split"]], max_len=settings["max_len"])
+    return {**job, "factor": settings["conditions"][job["condition"]]["factor"], "steps": trainer.step,
+            "accuracy": accuracy, "train_seconds": round(seconds, 1)}
 
 
 def scratch_epochs(rows: list[dict], n: int) -> int | None:
@@ -105,17 +94,6 @@ def jobs(settings: dict, rows: list[dict]) -> list[dict]:
     return [j for j in todo if j not in done]
 
 
-def kept(out, settings: dict, sha: str) -> list[dict]:
-    """The rows of an earlier run on the same checkpoint whose settings differ at most in the seeds, for the seeds
-    this run has: a stopped run goes on, and a run with more seeds keeps what the shared seeds measured."""
-    previous = read_result(out)
-    if not previous or previous["checkpoint_sha256"] != sha:
-        return []
-    now = json.loads(json.dumps(settings))
-    same = {k: v for k, v in previous["settings"].items() if k != "seeds"} == {k: v for k, v in now.items() if k != "seeds"}
-    return [r for r in previous["rows"] if r["seed"] in now["seeds"]] if same else []
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--deadline", type=float, default=None, help="start nothing new after this many seconds")
@@ -139,7 +117,7 @@ def main(argv=None) -> int:
             size["ulmfit"]["epochs"] = size["ulmfit_flat"]["epochs"] = 1
     lm, vocab = U.load_pretrained(checkpoint, **U.IMDB_RECIPE["dropouts"])  # checks every file's sha256
     out = Path(args.out) if args.out.endswith(".json") else args.out
-    rows = kept(out, settings, sha)
+    rows = kept_rows(out, settings, sha, more_seeds=True)
 
     def encode(texts):
         return [U.head_and_tail(x, settings["base"]["max_len"]) for x in
@@ -149,11 +127,14 @@ def main(argv=None) -> int:
     dev_texts, dev_labels = dev_split(list(train.texts), list(train.labels))
     test_texts, test_labels = imdb_test_subset(TEST_REVIEWS, TEST_SEED)
     cut = 32 if args.smoke else None
+
+    def sample(n: int, seed: int) -> tuple[list, list[int]]:
+        texts, labels = U.sample_balanced(train.texts, train.labels, 8 if args.smoke else n, seed=seed)
+        return encode(texts), labels
+
     _WORK.update(lm=lm, settings=settings, dev=(encode(dev_texts[:cut]), dev_labels[:cut]),
                  test=(encode(test_texts[:cut]), test_labels[:cut]),
-                 samples={(n, s): (lambda tl: (encode(tl[0]), tl[1]))(
-                     U.sample_balanced(train.texts, train.labels, 8 if args.smoke else n, seed=s))
-                     for n in SIZES for s in SEEDS})
+                 samples={(n, s): sample(n, s) for n in SIZES for s in SEEDS})
     folder = checkpoint.relative_to(D.ROOT) if checkpoint.is_relative_to(D.ROOT) else checkpoint
     head = {"what": __doc__.split("\n\n")[0], "settings": settings, "checkpoint_sha256": sha,
             "checkpoint": {"folder": str(folder), "sha256": report["sha256"],
@@ -170,7 +151,7 @@ def main(argv=None) -> int:
     with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("fork")) as pool:
         while True:
             late = args.deadline is not None and time.perf_counter() - start > args.deadline
-            busy = [running[f] for f in running]
+            busy = list(running.values())
             for job in [] if late else [j for j in jobs(settings, rows) if j not in busy][: 2 - len(running)]:
                 running[pool.submit(train_and_score, job)] = job
             if not running:

@@ -58,14 +58,23 @@ def read_result(name: str | Path, default: dict | None = None) -> dict | None:
     return json.loads(path.read_text()) if path.is_file() else default
 
 
-def kept_rows(name: str | Path, settings: dict, checkpoint_sha256: str) -> list[dict]:
+def kept_rows(name: str | Path, settings: dict, checkpoint_sha256: str, more_seeds: bool = False) -> list[dict]:
     """The rows of the result when it was made with the same ``settings`` (compared as JSON stores them) from the
-    same checkpoint, so that a long run that stopped goes on where it was; otherwise none."""
+    same checkpoint, so that a long run that stopped goes on where it was; otherwise none. With ``more_seeds`` the
+    settings may also differ in their ``seeds`` list, and the rows of this run's seeds are kept, so a run with more
+    seeds keeps what the shared seeds measured."""
     previous = read_result(name)
-    if previous and previous["settings"] == json.loads(json.dumps(settings)) \
-            and previous["checkpoint_sha256"] == checkpoint_sha256:
-        return previous["rows"]
-    return []
+    if not previous or previous["checkpoint_sha256"] != checkpoint_sha256:
+        return []
+    now = json.loads(json.dumps(settings))
+    if not more_seeds:
+        return previous["rows"] if previous["settings"] == now else []
+
+    def but_seeds(s: dict) -> dict:
+        return {k: v for k, v in s.items() if k != "seeds"}
+
+    same = but_seeds(previous["settings"]) == but_seeds(now)
+    return [r for r in previous["rows"] if r["seed"] in now["seeds"]] if same else []
 
 
 def archived_random_init_rows(archive: Path, report: dict, settings: dict, pretrained: Callable[[dict], bool],
