@@ -165,8 +165,14 @@ def _write_atomically(path: Path, payload: bytes, sha256: str, label: str) -> No
             f"{label}: downloaded bytes hash to {actual}, expected {sha256}. The source has changed or the "
             f"transfer was damaged; nothing was written."
         )
+    def write(tmp: str) -> None:  # flushed to the disk before the rename, so a crash leaves no empty file in place
+        with open(tmp, "wb") as fh:
+            fh.write(payload)
+            fh.flush()
+            os.fsync(fh.fileno())
+
     try:
-        atomic_write(path, lambda tmp: Path(tmp).write_bytes(payload))
+        atomic_write(path, write)
     except OSError as err:
         raise _unwritable(label, path, err) from None
 
