@@ -270,7 +270,8 @@ def test_lesson_checks_are_the_differences_of_the_rows(model):
     name, architecture = results.GPU_NAMES[model]
     by = {(r["method"], r["n_labels"]): r for r in rows}
     for c in checks:
-        assert c["holds"] == (c["difference"] >= c["bar"])
+        beyond = c["se"] is not None and c["difference"] > 2 * c["se"]  # written out here, not through verdicts
+        assert c["holds"] == (c["difference"] >= c["bar"] and beyond)
         if c["check"] == "fine-tuned − random init":
             a, b = by[(f"{name} fine-tuned", c["n_labels"])], by[(f"{architecture}, random init", c["n_labels"])]
             assert c["difference"] == pytest.approx(a["mean"] - b["mean"])
@@ -320,3 +321,26 @@ def test_pretraining_loss_curves_are_the_two_reports_curves_against_tokens():
     with pytest.raises(ValueError) as error:  # the archived GPT report keeps no curve
         results.pretraining_loss_curves("gpt_imdb")
     assert "'gpt_imdb'" in str(error.value)
+
+
+@pytest.mark.parametrize("d, se, bar, holds", [
+    (0.091, 0.054, 0.05, False),   # ULMFiT one rate: above the bar but 1.7 standard errors from zero
+    (0.009, 0.006, 0.0, False),    # BERT − bag of words: 1.5 standard errors
+    (0.034, 0.015, 0.05, False),   # ELMo: 2.3 standard errors but under the bar
+    (0.12, 0.05, 0.05, True),      # 2.4 standard errors and over the bar
+    (0.02, 0.009, 0.0, True),      # bar 0, 2.2 standard errors
+    (0.02, 0.01, 0.0, False),      # exactly two standard errors is not beyond them
+    (0.3, None, 0.05, False),      # one seed: no standard error, no verdict
+    (-0.2, 0.01, 0.0, False),      # far beyond noise, but the wrong way
+])
+def test_a_lesson_check_holds_only_over_its_bar_and_beyond_two_standard_errors(d, se, bar, holds):
+    assert results.lesson_holds(d, se, bar) is holds
+
+
+def test_lesson_checks_use_the_noise_rule_of_every_verdict(monkeypatch):
+    """lesson_checks decides through verdicts.beyond_noise: the one rule, changed there, changes every check."""
+    from lmlib.course import verdicts
+
+    model = sorted(GPU_RESULTS)[0]
+    monkeypatch.setattr(verdicts, "beyond_noise", lambda d, se: False)
+    assert not any(c["holds"] for c in results.lesson_checks(model))

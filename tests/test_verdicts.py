@@ -18,6 +18,31 @@ def test_reading_needs_more_than_two_standard_errors():
     assert V.reading(0.5, None) == "one seed: no verdict"
 
 
+@pytest.mark.parametrize("d, se, beyond", [
+    (0.021, 0.01, True), (-0.021, 0.01, True), (0.02, 0.01, False), (0.0, 0.0, False), (0.001, 0.0, True),
+    (0.5, None, False)])
+def test_beyond_noise_is_more_than_two_standard_errors_from_zero(d, se, beyond):
+    assert V.beyond_noise(d, se) is beyond
+
+
+def test_beyond_noise_refuses_a_negative_standard_error():
+    with pytest.raises(ValueError, match="standard error"):
+        V.beyond_noise(0.1, -0.01)
+
+
+def test_every_verdict_of_the_course_reads_noise_through_beyond_noise():
+    """No module of lmlib.course writes its own "2 * se" test: each calls verdicts.beyond_noise."""
+    import re
+    from pathlib import Path
+
+    import lmlib.course
+
+    own = re.compile(r"[<>]=?\s*2\s*\*\s*\w*se\b|\b2\s*\*\s*\w*se\w*\s*[<>]")
+    found = [f"{path.name}:{i}" for path in Path(lmlib.course.__file__).parent.glob("*.py") if path.name != "verdicts.py"
+             for i, line in enumerate(path.read_text().splitlines(), 1) if own.search(line)]
+    assert not found, found
+
+
 def test_difference_has_the_standard_error_of_a_difference():
     r = rows(("BERT pretrained", 100, 0.73, 0.003), ("bag of words (TF-IDF)", 100, 0.66, 0.004))
     d, se = V.difference(r, "BERT pretrained", "bag of words", 100)

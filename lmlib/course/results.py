@@ -471,6 +471,15 @@ def difference(rows: list[dict], a: str, b: str, n_labels: int) -> tuple[float, 
     return x["mean"] - y["mean"], se
 
 
+def lesson_holds(d: float, se: float | None, bar: float) -> bool:
+    """A lesson check holds when the difference ``d`` reaches its ``bar`` and is positive beyond noise: more than two
+    standard errors above zero (:func:`lmlib.course.verdicts.beyond_noise`, the rule of every verdict). With one seed
+    (no standard error) it does not hold."""
+    from .verdicts import beyond_noise
+
+    return d >= bar and d > 0 and beyond_noise(d, se)
+
+
 LESSON_BARS = {"fine-tuned − random init": 0.05, "fine-tuned − bag of words": 0.0, "frozen − random init": 0.05}
 
 
@@ -478,8 +487,9 @@ def lesson_checks(model: str) -> list[dict]:
     """Does pretraining transfer, in the GPU-pretrained ``model``'s own numbers? From :func:`gpu_transfer_rows`:
     fine-tuned minus the same architecture at random init (at each label count, bar +0.05), fine-tuned minus the bag
     of words on the same reviews (at the most labels, bar 0), and the best frozen layer minus the best layer at
-    random init (at the most labels, bar +0.05). A check whose rows the result lacks is left out. Rows: ``check``,
-    ``n_labels``, ``difference``, ``se``, ``bar``, ``holds``."""
+    random init (at the most labels, bar +0.05); each holds only when it also clears two standard errors
+    (:func:`lesson_holds`). A check whose rows the result lacks is left out. Rows: ``check``, ``n_labels``,
+    ``difference``, ``se``, ``bar``, ``holds``."""
     rows = gpu_transfer_rows(model)
     name, architecture = GPU_NAMES[model]
     methods = list(dict.fromkeys(r["method"] for r in rows))
@@ -501,5 +511,5 @@ def lesson_checks(model: str) -> list[dict]:
     for check, suffix, a, b, n in pairs:
         d, se = difference(rows, a, b, n)
         checks.append(dict(check=check + suffix, n_labels=n, difference=d, se=se, bar=LESSON_BARS[check],
-                           holds=d >= LESSON_BARS[check]))
+                           holds=lesson_holds(d, se, LESSON_BARS[check])))
     return checks

@@ -183,7 +183,9 @@ def pretraining_gains(rows: Sequence[Mapping], pairs: Sequence[tuple[str, str]] 
             for n in sorted(set(a) & set(b)):
                 d = a[n]["mean"] - b[n]["mean"]
                 se = math.hypot(a[n]["se"], b[n]["se"]) if a[n]["se"] is not None and b[n]["se"] is not None else None
-                verdict = ("one seed" if se is None else "within noise" if abs(d) <= 2 * se
+                from .verdicts import beyond_noise  # here: verdicts builds on this module
+
+                verdict = ("one seed" if se is None else "within noise" if not beyond_noise(d, se)
                            else "pretraining helps" if d > 0 else "pretraining hurts")
                 gains.append(dict(dataset=dataset, n_labels=n, pretrained=pretrained, scratch=scratch, difference=d,
                                   se=se, verdict=verdict))

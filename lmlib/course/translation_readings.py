@@ -16,6 +16,7 @@ from IPython.display import Markdown
 
 from ..eval.metrics import sentence_chrf
 from ..models.transformer import AttentionMaps
+from .verdicts import beyond_noise
 
 Tokens = Sequence[str]
 Scores = Mapping[str, tuple[float, float]]  # model -> (BLEU, chrF)
@@ -27,8 +28,7 @@ def _paired(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
     return statistics.fmean(diffs), statistics.stdev(diffs) / math.sqrt(len(diffs))
 
 
-def _beyond(d: float, se: float) -> bool:
-    return abs(d) > 2 * se
+_beyond = beyond_noise  # the course's one noise rule (lmlib.course.verdicts)
 
 
 def sentence_chrf_points(hyps: Sequence[Tokens], refs: Sequence[Sequence[Tokens]]) -> list[float]:
@@ -97,12 +97,12 @@ def uniform_attention_why(attention_points: Sequence[float], uniform_points: Seq
     drop, se = _paired(attention_points, uniform_points)
     trained, uniform = statistics.fmean(attention_points), statistics.fmean(uniform_points)
     change = f"{trained:.1f} → {uniform:.1f}, {-drop:+.1f} ± {se:.1f} points over the same sentences"
-    if drop > 2 * se:
+    if drop > 0 and beyond_noise(drop, se):
         return ("the decoder was trained on contexts that point at the source words it is translating; with uniform "
                 "weights every step gets the same blurred average, a context it never saw in training, and chrF falls "
                 f"({change}), {'below' if uniform < fixed_chrf else 'to about'} the fixed-context model's "
                 f"{fixed_chrf:.1f}, a decoder trained to read one summary. What attention buys here is where it looks.")
-    if drop < -2 * se:
+    if beyond_noise(drop, se):
         return (f"uniform weights do better than this run's alignments ({change}): the model has not yet learnt where "
                 "to look, and its alignments cost more than an average of the source.")
     return (f"chrF barely moves ({change}, within two standard errors): this run's model has not yet learnt to rely on "

@@ -14,6 +14,8 @@ import re
 import statistics
 from collections.abc import Mapping, Sequence
 
+from .verdicts import beyond_noise
+
 VARIANT_NAMES = {  # the ids of bench_ulmfit_imdb.py and bench_ulmfit_ablation.py -> what a reader sees
     "ulmfit": "ULMFiT",
     "recorded": "ULMFiT, the paper's schedule",
@@ -56,7 +58,7 @@ def _minus(summary: Sequence[Mapping], n_test: int, max_len: int, variant: str, 
     for n in sorted(n for v, n in table if v == variant and (other, n) in table):
         a, b = table[variant, n], table[other, n]
         d, se = a["mean"] - b["mean"], math.hypot(standard_error(a, n_test), standard_error(b, n_test))
-        verdict = "within noise" if abs(d) <= 2 * se else "ahead" if d > 0 else "behind"
+        verdict = "ahead" if d > 0 and beyond_noise(d, se) else "behind" if beyond_noise(d, se) else "within noise"
         rows.append(dict(n_labels=n, variant=a, scratch=b, difference=d, se=se, verdict=verdict))
     return rows
 

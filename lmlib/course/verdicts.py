@@ -3,8 +3,8 @@ and a verdict (notebook 10's fine-tuning section).
 
 For two methods measured on the same test reviews with their own label samples (one per seed), the difference of
 their means ``d = mean_a − mean_b`` has the standard error ``se = sqrt(se_a² + se_b²)`` (the two sides' seeds are
-independent). A difference counts as *beyond noise* when ``|d| > 2 se``; with one seed on either side there is no
-standard error and no verdict. A from-scratch run that ends at chance in every seed did not train at all: a
+independent). A difference counts as *beyond noise* when ``|d| > 2 se`` (:func:`beyond_noise`, the one noise rule
+every verdict of the course uses); with one seed on either side there is no standard error and no verdict. A from-scratch run that ends at chance in every seed did not train at all: a
 difference taken against it measures the failed run, not pretraining, so it is named as such instead of read.
 
 Every number comes from a committed result file (``bert_finetune``) and rows built from it; nothing here trains.
@@ -24,12 +24,23 @@ from .transfer_gains import CHANCE  # accuracy at or below which a run is treate
 TASK_NAMES = {"imdb": "IMDb", "sst2": "SST-2"}
 
 
+def beyond_noise(d: float, se: float | None) -> bool:
+    """Whether a difference ``d`` with standard error ``se`` is more than two standard errors from zero, ``|d| > 2 se``:
+    the course's one rule for calling a difference real (for a normal estimate, a difference this large arises from
+    noise alone about 5% of the time). Without a standard error (one seed) nothing is beyond noise."""
+    if se is None:
+        return False
+    if not se >= 0:
+        raise ValueError(f"a standard error is a number >= 0, got {se!r}")
+    return abs(d) > 2 * se
+
+
 def reading(d: float, se: float | None) -> str:
-    """``"beyond noise"`` when ``|d| > 2 se``, ``"within noise"`` otherwise, ``"one seed: no verdict"`` without
+    """``"beyond noise"`` when :func:`beyond_noise`, ``"within noise"`` otherwise, ``"one seed: no verdict"`` without
     a standard error."""
     if se is None:
         return "one seed: no verdict"
-    return "beyond noise" if abs(d) > 2 * se else "within noise"
+    return "beyond noise" if beyond_noise(d, se) else "within noise"
 
 
 def failed_runs(runs: Sequence[Mapping], condition: str = "scratch") -> tuple[list[dict], set[tuple[str, int]]]:
