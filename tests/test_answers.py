@@ -34,3 +34,36 @@ def test_start_seeds_sets_the_threads_and_names_the_preset(monkeypatch):
             session.start(threads=0)
     finally:
         torch.set_num_threads(threads)
+
+
+def test_the_notebook_exercises_match_hand_computed_answers():
+    ex = answers.exercise
+    tiny = [["a", "b", "a", "<eos>"], ["b", "a", "<eos>"]]
+    assert ex("01 add-k bigram").reference(tiny) == pytest.approx((2 + 0.5) / (3 + 0.5 * 4))
+    assert ex("01 continuation count of a").reference(tiny) == 2  # a follows <s> and b, b twice
+    assert ex("01 unigram perplexity").reference(tiny) == pytest.approx((3 / 7 * 2 / 7 * 2 / 7) ** (-1 / 3))
+    assert ex("04 BLEU-2 of 'il est grand'").reference() == pytest.approx(math.exp(1 - 4 / 3) * math.sqrt(1 * 1 / 2))
+    assert ex("05 PE(3, 5) for d_model = 8").reference() == pytest.approx(math.cos(3 / 10000 ** 0.5))
+    mask = ex("05 causal mask with a window").reference(4, 2)
+    assert mask.tolist() == [[False, True, True, True], [False, False, True, True],
+                             [True, False, False, True], [True, True, False, False]]
+    w, s = torch.tensor([0.0, 1.0, 0.0, 0.0, 0.0]), torch.tensor([0.0, 0.0, 0.0, 0.0, 1.0])  # all on +2
+    assert ex("04 circular shift by up to two").reference(w, s).tolist() == [0.0, 0.0, 0.0, 1.0, 0.0]
+    assert ex("02 expected kept occurrences").reference(500, 10_000, 1e-3) == pytest.approx(500 * math.sqrt(1e-3 / 0.05))
+    assert ex("02 expected kept occurrences").reference(3, 10_000, 1e-3) == pytest.approx(3.0)  # never above 1
+    v, u, n = torch.randn(4), torch.randn(4), torch.randn(3, 4)
+    closed_form = -(1 - torch.sigmoid(u @ v)) * u + (torch.sigmoid(n @ v)[:, None] * n).sum(0)
+    assert torch.allclose(ex("02 gradient of the SGNS loss").reference(v, u, n), closed_form, atol=1e-6)
+    Q, K, V = torch.randn(1, 2, 4), torch.randn(1, 3, 4), torch.randn(1, 3, 2)
+    by_hand = torch.softmax(Q[0] @ K[0, :2].T / 2, -1) @ V[0, :2]
+    assert torch.allclose(ex("05 attention that skips padded keys").reference(Q, K, V, torch.tensor([2]))[0], by_hand,
+                          atol=1e-6)
+
+
+def test_every_function_exercise_has_cases_its_reference_answers():
+    for name, spec in answers.EXERCISES.items():
+        if spec.kind == "function":
+            cases = spec.cases()
+            assert cases, name
+            for case in cases:
+                spec.reference(*case)

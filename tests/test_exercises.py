@@ -2,14 +2,17 @@
 
 Read from the committed notebooks (their source through `ast`, their stored outputs), never executed:
 
-* A predict-then-run exercise (a cell calling ``check_prediction``) is checked as ``check_prediction`` itself would
-  judge three lazy predictions, with the measured value read from the cell's stored output: 0, a constant (1, -1,
-  the example values the prediction cell suggests, the choices of a categorical prediction) and the checker's own
-  measured expression, which a reader could copy into the prediction cell only if everything it names exists
-  before the prediction is written (a literal answer always does).
-* A ``check_value`` or ``check_function`` must compare with a reference the reader cannot copy as the answer from
-  the same cell: a call into ``lmlib`` (a function it imports, or an object built by one), not the formula or the
-  value itself.
+* A predict-then-run exercise (a cell calling ``check_prediction``) stores only the "no prediction" line: its stored
+  output (what GitHub and the course website show to anyone who scrolls) must not reveal the measured value or why,
+  nor may the cell print anything else. It is checked as ``check_prediction`` itself would judge three lazy
+  predictions, with the measured value read from the stored output's metadata (kept there, not displayed): 0, a
+  constant (1, -1, the example values the prediction cell suggests, the choices of a categorical prediction) and the
+  checker's own measured expression, which a reader could copy into the prediction cell only if everything it names
+  exists before the prediction is written (a literal answer always does).
+* A check cell names its exercise, ``check("01 add-k bigram", answer, tiny)``: the reference lives in
+  ``lmlib.course.answers``, and nothing in the cell computes it (its other arguments are the notebook's objects,
+  passed as they are, not calls). ``check_value`` and ``check_function``, which take the reference from the cell,
+  are not used in notebooks: the reader could run the reference to print the answer.
 * A hint (a check's ``hint=``) appears in the stored outputs only after a wrong attempt; nothing prints hints
   outside a check.
 
@@ -39,15 +42,13 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 # notebook file name -> why it still fails (strict xfail: the entry must go once the notebook passes)
 STILL_FAILING: dict[str, str] = {}
 
-CHECKS = {"check_prediction", "check_value", "check_function"}
+CHECKS = {"check_prediction", "check_value", "check_function", "check"}
 # lmlib names that are the checks themselves, not references
 NOT_REFERENCES = CHECKS | {"exercises"}
 # what a check prints when nothing was attempted; any text after it is a hint shown too early
 UNATTEMPTED_WITH_MORE = re.compile(r"^NOT YET .*?: (?:no answer yet|the function is not written yet)\.\s*\S")
 WRONG_ATTEMPT = re.compile(r"^NOT YET .*?(: got |expected |raised )")
-PREDICTION_LINE = re.compile(
-    r"^(?:NO PREDICTION|RIGHT|WRONG) (?P<name>.*?): .*?the run measured (?P<got>.*?)"
-    r"(?:\. Write a prediction first next time\.| \(off by .*|\.)$")
+UNPREDICTED = re.compile("^" + re.escape(exercises.NO_PREDICTION).replace(re.escape("{name}"), "(?P<name>.*?)") + "$")
 
 
 # ---------------------------------------------------------------------------------------------- reading notebooks
@@ -59,6 +60,11 @@ def _parse(source: str) -> ast.Module | None:
         return ast.parse("\n".join(lines))
     except SyntaxError:
         return None
+
+
+def _prediction_metadata(cell: dict) -> list[dict]:
+    return [out["metadata"][exercises.PREDICTION_METADATA] for out in cell.get("outputs", [])
+            if exercises.PREDICTION_METADATA in out.get("metadata", {})]
 
 
 def _output_text(cell: dict) -> str:
@@ -156,6 +162,7 @@ class Check:
     cell: int          # index of the notebook cell
     position: int      # index of its top-level statement in the notebook's order
     output: str        # the cell's stored output
+    stored: list = field(default_factory=list)  # the metadata check_prediction kept with its stored output
 
 
 @dataclass
@@ -163,6 +170,7 @@ class Notebook:
     path: Path
     sources: dict[int, str] = field(default_factory=dict)
     outputs: dict[int, str] = field(default_factory=dict)
+    metadata: dict[int, list] = field(default_factory=dict)
     statements: list[tuple[int, ast.stmt]] = field(default_factory=list)  # (cell, statement) in order
     checks: list[Check] = field(default_factory=list)
     unparsed: list[int] = field(default_factory=list)
@@ -176,6 +184,7 @@ class Notebook:
                 continue
             nb.sources[i] = "".join(cell["source"])
             nb.outputs[i] = _output_text(cell)
+            nb.metadata[i] = _prediction_metadata(cell)
             tree = _parse(nb.sources[i])
             if tree is None:
                 nb.unparsed.append(i)
@@ -184,7 +193,8 @@ class Notebook:
                 nb.statements.append((i, stmt))
                 for node in ast.walk(stmt):
                     if isinstance(node, ast.Call) and _check_kind(node):
-                        nb.checks.append(Check(_check_kind(node), node, i, len(nb.statements) - 1, nb.outputs[i]))
+                        nb.checks.append(Check(_check_kind(node), node, i, len(nb.statements) - 1, nb.outputs[i],
+                                               nb.metadata[i]))
         nb._find_references()
         return nb
 
@@ -326,15 +336,21 @@ def prediction_problems(nb: Notebook) -> list[str]:
         name_node, predicted, measured_node = (_argument(call, 0, "name"), _argument(call, 1, "predicted"),
                                                _argument(call, 2, "measured"))
         label = ast.unparse(name_node)
-        # the measured value, from the stored output line of this check
-        lines = [m for m in map(PREDICTION_LINE.match, check.output.splitlines()) if m]
         literal = name_node.value if isinstance(name_node, ast.Constant) else None
-        mine = [m for m in lines if literal is None or m["name"] == literal]
-        if not mine:
+        # 0. the stored output says only that nothing was predicted: no measured value, no why, nothing else
+        shown = [line for line in check.output.splitlines() if line.strip()]
+        revealing = [line for line in shown if not UNPREDICTED.match(line)]
+        if revealing:
+            problems.append(f"{where}: the stored output of check_prediction({label}) shows more than that no "
+                            f"prediction was made, before any prediction: {revealing[0][:120]!r}")
+            continue
+        # the measured value, from the metadata check_prediction kept beside that line
+        mine = [m for m in check.stored if literal is None or m["name"] == literal]
+        if not shown or not mine:
             problems.append(f"{where}: check_prediction({label}) has no stored output to read its measured value from "
                             "(store the notebook's outputs)")
             continue
-        measured = _shown_value(mine[0]["got"])
+        measured = mine[0]["measured"]
 
         # 1. the checker's own expression, copied into the prediction cell
         if not isinstance(predicted, ast.Name):
@@ -390,34 +406,33 @@ def prediction_problems(nb: Notebook) -> list[str]:
 # --------------------------------------------------------------------------- check_value and check_function references
 
 def reference_problems(nb: Notebook) -> list[str]:
+    """A check cell must not hold the reference it checks against: it names its exercise and passes the notebook's
+    objects as they are, so there is no expression in it to run for the answer."""
+    from lmlib.course import answers
+
     problems = []
     for check in (c for c in nb.checks if c.kind != "check_prediction"):
         call, where = check.call, f"{nb.path.name} cell {check.cell}"
-        label = ast.unparse(_argument(call, 0, "name"))
-        if check.kind == "check_value":
-            answer, expected = _argument(call, 1, "answer"), _argument(call, 2, "expected")
-            if isinstance(answer, ast.Name):
-                references = [expected]
-            else:  # a comparison written into the answer, e.g. `my_best == <reference> if my_best else None`
-                references = [side for node in ast.walk(answer) if isinstance(node, ast.Compare)
-                              for side in (node.left, *node.comparators) if not isinstance(side, ast.Name)]
-        else:
-            references = [_argument(call, 2, "reference")]
-        for ref in references:
-            if ref is None:
-                continue
-            if isinstance(ref, (ast.Name, ast.Attribute)) and _root(ref) in nb.lmlib | nb.derived:
-                continue  # an lmlib function (or an object's method) passed as it is
-            if isinstance(ref, ast.Name) and ref.id in nb.defs and nb.calls_reference(nb.defs[ref.id]):
-                continue  # a helper of the notebook that calls lmlib
-            body = ref.body if isinstance(ref, ast.Lambda) else ref
-            if nb.calls_reference(body):
-                continue
-            if isinstance(ref, ast.Call) and any(isinstance(a, ast.Name) and a.id in nb.lmlib for a in ref.args):
-                continue  # a wrapper around an lmlib function
-            problems.append(f"{where}: {check.kind}({label}) compares with {ast.unparse(ref)!r}, which the reader can "
-                            "copy from the cell as the answer; compare with a call into lmlib (a reference function "
-                            "the notebook imports), not the formula or the value")
+        if check.kind in ("check_value", "check_function"):
+            expected = _argument(call, 2, "expected" if check.kind == "check_value" else "reference")
+            problems.append(f"{where}: {check.kind}({ast.unparse(_argument(call, 0, 'name'))}) takes its reference "
+                            f"{ast.unparse(expected) if expected is not None else '(none)'!r} from the cell, where the "
+                            "reader can run it for the answer; name the exercise with exercises.check and keep its "
+                            "reference in lmlib.course.answers")
+            continue
+        name = _argument(call, 0, "exercise")
+        if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
+            problems.append(f"{where}: check({ast.unparse(name) if name else ''}) must name its exercise literally")
+            continue
+        if name.value not in answers.EXERCISES:
+            problems.append(f"{where}: check({name.value!r}) names no exercise of lmlib.course.answers")
+        for arg in call.args[2:]:
+            if any(isinstance(n, (ast.Call, ast.Lambda, ast.BinOp)) for n in ast.walk(arg)):
+                problems.append(f"{where}: check({name.value!r}) computes {ast.unparse(arg)!r} in the cell; pass the "
+                                "notebook's objects as they are and let the hidden reference compute from them")
+        answer = _argument(call, 1, "answer")
+        if answer is not None and not isinstance(answer, ast.Name):
+            problems.append(f"{where}: check({name.value!r}) checks {ast.unparse(answer)!r}, not a name the reader sets")
     return problems
 
 
@@ -442,12 +457,48 @@ def hint_problems(nb: Notebook) -> list[str]:
                     problems.append(f"{nb.path.name} cell {cell} shows the hint of "
                                     f"{ast.unparse(_argument(check.call, 0, 'name'))} before any attempt: {line[:120]!r}")
     problems += _hints_that_are_the_answer(nb)
+    problems += _hints_that_copy_the_solution(nb, hints)
     for cell, stmt in nb.statements:
         for node in ast.walk(stmt):
             if isinstance(node, ast.Call) and _root(node.func) in {"print", "display", "Markdown"} and not _check_kind(node):
                 if any(re.search(r"(?i)\bhint\b", s) for a in node.args for s in _literal_parts(a)):
                     problems.append(f"{nb.path.name} cell {cell} prints a hint outside a check; pass it as the check's "
                                     "hint=, which shows it only after a wrong attempt")
+    return problems
+
+
+def _solution_code(path: Path) -> list[str]:
+    """The code lines of the notebook's solutions (fenced blocks and inline code inside ``<details>``)."""
+    lines = []
+    for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+        text = "".join(cell["source"])
+        if cell["cell_type"] != "markdown" or "<details>" not in text:
+            continue
+        for block in re.findall(r"<details>(.*?)</details>", text, flags=re.S):
+            for fenced in re.findall(r"```(?:python)?\n(.*?)```", block, flags=re.S):
+                lines += fenced.splitlines()
+            lines += re.findall(r"`([^`\n]+)`", re.sub(r"```.*?```", "", block, flags=re.S))
+    return [line.strip() for line in lines if line.strip()]
+
+
+def _hints_that_copy_the_solution(nb: Notebook, hints) -> list[str]:
+    """A hint that holds a piece of the solution's code (12 or more characters, spaces aside, with two or more
+    operators or brackets in it) hands the reader the answer instead of pointing the way."""
+    import difflib
+
+    problems = []
+    solution = [re.sub(r"\s+", "", line) for line in _solution_code(nb.path)]
+    for check, piece in hints:
+        squeezed = re.sub(r"\s+", "", piece)
+        for line in solution:
+            match = difflib.SequenceMatcher(None, squeezed, line, autojunk=False).find_longest_match(
+                0, len(squeezed), 0, len(line))
+            common = squeezed[match.a:match.a + match.size]
+            if match.size >= 12 and len(re.findall(r"[\[\]()=+*/%<>-]", common)) >= 2:
+                problems.append(f"{nb.path.name} cell {check.cell}: the hint of "
+                                f"{ast.unparse(_argument(check.call, 0, 'name'))} holds the solution's code "
+                                f"{common!r}; point the way instead")
+                break
     return problems
 
 
@@ -470,12 +521,26 @@ def _numbers_a_hint_spells_out(hint: str) -> list[float]:
 def _hints_that_are_the_answer(nb: Notebook) -> list[str]:
     """A check_value whose hint writes out arithmetic that evaluates to the expected value gives the answer away.
     The expected value is computed where it needs only the notebook's imports (lmlib's functions, math)."""
+    from lmlib.course import answers
+
     problems, namespace = [], None
-    for check in (c for c in nb.checks if c.kind == "check_value"):
+    for check in (c for c in nb.checks if c.kind in ("check_value", "check")):
         spelled = [v for part in _literal_parts(_argument(check.call, 99, "hint"))
                    for v in _numbers_a_hint_spells_out(part)]
+        if not spelled:
+            continue
+        if check.kind == "check":
+            name = _argument(check.call, 0, "exercise")
+            spec = answers.EXERCISES.get(getattr(name, "value", None))
+            if spec is None or spec.kind != "value" or len(check.call.args) > 2:
+                continue  # a function exercise, or one whose reference needs the notebook's objects
+            value = float(spec.reference())
+            if any(math.isclose(v, value, rel_tol=1e-6, abs_tol=1e-12) for v in spelled):
+                problems.append(f"{nb.path.name} cell {check.cell}: the hint of check({name.value!r}) writes out the "
+                                f"answer ({value:g}); point the way in the hint and put the answer in a solution")
+            continue
         expected = _argument(check.call, 2, "expected")
-        if not spelled or expected is None:
+        if expected is None:
             continue
         if namespace is None:
             namespace = {"math": math}
@@ -528,11 +593,18 @@ def test_hints_show_only_after_a_wrong_attempt(path):
 
 # ------------------------------------------------------------------ the checks above, on notebooks broken on purpose
 
+def _outputs(output: str, stored: dict | None) -> list[dict]:
+    if stored is not None:  # what check_prediction publishes without a prediction: the line, the value beside it
+        return [{"output_type": "display_data", "data": {"text/plain": output.rstrip("\n")},
+                 "metadata": {exercises.PREDICTION_METADATA: stored}}]
+    return [{"output_type": "stream", "name": "stdout", "text": output}] if output else []
+
+
 def _notebook(tmp_path, *cells) -> Notebook:
-    """A notebook of code cells, each (source, stored output)."""
-    nb = {"cells": [{"cell_type": "code", "metadata": {}, "source": source, "execution_count": None,
-                     "outputs": [{"output_type": "stream", "name": "stdout", "text": output}] if output else []}
-                    for source, output in cells], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    """A notebook of code cells, each (source, stored output) or (source, stored output, prediction metadata)."""
+    nb = {"cells": [{"cell_type": "code", "metadata": {}, "source": cell[0], "execution_count": None,
+                     "outputs": _outputs(cell[1], cell[2] if len(cell) > 2 else None)}
+                    for cell in cells], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
     path = tmp_path / "99_broken.ipynb"
     path.write_text(json.dumps(nb))
     return Notebook.read(path)
@@ -543,9 +615,10 @@ IMPORTS = ("from lmlib.course.exercises import check_prediction, check_value\n"
 PREDICT = ("my_prediction = None  # e.g. 0.5", "")
 
 
-def _predict_and_run(tmp_path, check: str, measured: str, measure: str = "gap = run()"):
+def _predict_and_run(tmp_path, check: str, measured: str, measure: str = "gap = run()", printed: str = ""):
+    stored = {"name": "gap", "measured": _shown_value(measured), "tolerance": None, "fmt": "{:.3g}"}
     return prediction_problems(_notebook(tmp_path, IMPORTS, PREDICT, (
-        f"{measure}\n{check}", f"NO PREDICTION gap: the run measured {measured}. Write a prediction first next time.\n")))
+        f"{measure}\n{check}", printed + exercises.NO_PREDICTION.format(name="gap") + "\n", stored)))
 
 
 def test_a_fair_prediction_passes(tmp_path):
@@ -572,6 +645,34 @@ def test_a_prediction_that_cannot_be_failed_is_found(tmp_path, check, measured, 
     assert problems and says in problems[0], problems
 
 
+@pytest.mark.parametrize("printed", [
+    "RIGHT gap: you predicted 1.4, the run measured 1.40 (off by 0; within 0.1 counts as right).\n",
+    "Why: the gap closes\n", "the run measured 1.40\n"], ids=["verdict", "why", "a print"])
+def test_a_stored_output_that_reveals_the_answer_is_found(tmp_path, printed):
+    check = 'check_prediction("gap", my_prediction, gap, tolerance=0.1)'
+    assert _predict_and_run(tmp_path, check, "1.40") == []
+    problems = _predict_and_run(tmp_path, check, "1.40", printed=printed)
+    assert problems and "shows more than that no prediction was made" in problems[0], problems
+
+
+def test_check_prediction_stores_neither_the_measured_value_nor_why(tmp_path):
+    """Run check_prediction without a prediction in a real kernel's display machinery: what it publishes is only the
+    no-prediction line; the value is in the output's metadata."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    published = []
+    shell.display_pub.publish = lambda data, metadata=None, **kw: published.append((data, metadata))
+    try:
+        exercises.check_prediction("gap", None, 1.40625, tolerance=0.1, why="SECRET-WHY", details="SECRET-TABLE")
+    finally:
+        InteractiveShell.clear_instance()
+    [(data, metadata)] = published
+    assert data == {"text/plain": exercises.NO_PREDICTION.format(name="gap")}
+    assert "1.4" not in data["text/plain"] and "SECRET" not in str(data)
+    assert metadata[exercises.PREDICTION_METADATA]["measured"] == 1.40625
+
+
 def test_a_prediction_without_a_stored_output_is_found(tmp_path):
     problems = prediction_problems(_notebook(tmp_path, IMPORTS, PREDICT, (
         'gap = run()\ncheck_prediction("gap", my_prediction, gap, tolerance=0.1)', "")))
@@ -579,18 +680,21 @@ def test_a_prediction_without_a_stored_output_is_found(tmp_path):
 
 
 @pytest.mark.parametrize("check, ok", [
-    ("check_value('bleu', answer, corpus_bleu(hyp, ref))", True),
-    ("check_value('bleu', answer, bleu_of(hyp))", True),  # a helper of the notebook that calls lmlib
+    ("check('01 add-k bigram', answer, tiny)", True),
+    ("exercises.check('04 BLEU-2 of \\'il est grand\\'', answer)", True),
+    ("check('01 add-k bigram', answer, tiny[:1])", True),  # an object of the notebook, sliced, computes nothing
+    ("check('01 add-k bigram', answer, make_tiny())", False),
+    ("check('01 add-k bigram', answer, lambda: tiny)", False),
+    ("check('no such exercise', answer, tiny)", False),
+    ("check(name, answer, tiny)", False),
+    ("check('01 add-k bigram', answer == 0.5, tiny)", False),
+    ("check_value('bleu', answer, corpus_bleu(hyp, ref))", False),  # the reference, there to run for the answer
     ("check_value('bleu', answer, math.exp(1 - 4 / 3))", False),
-    ("check_value('bleu', answer, 0.1 * 0.1)", False),
-    ("check_value('bleu', answer, float(len(hyp)))", False),
-    ("check_value('best', answer == max(rows, key=len) if answer else None, True)", False),
-    ("check_function('bleu', my_bleu, corpus_bleu, [(hyp, ref)])", True),
-    ("check_function('bleu', my_bleu, lambda h, r: corpus_bleu(h, r)['bleu'], [(hyp, ref)])", True),
+    ("check_function('bleu', my_bleu, corpus_bleu, [(hyp, ref)])", False),
     ("check_function('z', my_z, lambda a, b: (a - b) / math.hypot(a, b), [(1, 2)])", False),
 ])
-def test_a_reference_the_reader_can_copy_is_found(tmp_path, check, ok):
-    helper = ("def bleu_of(h):\n    return corpus_bleu(h, ref)\n\nanswer = None", "")
+def test_a_reference_the_reader_can_run_for_the_answer_is_found(tmp_path, check, ok):
+    helper = ("from lmlib.course import exercises\nfrom lmlib.course.exercises import check\nanswer = None", "")
     problems = reference_problems(_notebook(tmp_path, IMPORTS, helper, (check, "")))
     assert (problems == []) is ok, problems
 
@@ -604,6 +708,19 @@ def test_a_hint_shown_before_an_attempt_is_found(tmp_path):
     assert "before any attempt" in hint_problems(_notebook(tmp_path, IMPORTS, (check, unattempted)))[0]
     printed = ("print('Hint: the brevity penalty is below one')", "Hint: the brevity penalty is below one\n")
     assert any("outside a check" in p for p in hint_problems(_notebook(tmp_path, IMPORTS, (check, ""), printed)))
+
+
+def test_a_hint_that_is_the_solution_is_found(tmp_path):
+    solution = {"cell_type": "markdown", "metadata": {}, "source": (
+        "<details><summary>Solution</summary>\n\n```python\ndef my_reverse(x, lengths):\n    out = x.clone()\n"
+        "    for b, n in enumerate(lengths):\n        out[b, :n] = x[b, :n].flip(0)\n    return out\n```\n</details>")}
+    for hint, found in (("out[b, :n] = x[b, :n].flip(0)", True), ("flip only the real tokens of each row", False)):
+        nb = _notebook(tmp_path, IMPORTS, (f"check('03 one coupled-gate LSTM step', my_reverse, hint={hint!r})", ""))
+        raw = json.loads(nb.path.read_text())
+        raw["cells"].append(solution)
+        nb.path.write_text(json.dumps(raw))
+        problems = hint_problems(Notebook.read(nb.path))
+        assert bool(problems) is found and (not found or "holds the solution's code" in problems[0]), problems
 
 
 def test_a_hint_that_writes_out_the_answer_is_found(tmp_path):

@@ -113,24 +113,55 @@ def test_exercise_checks_print_pass_or_not_yet_and_never_raise(capsys):
     assert "expected 4" in lines[6] and "TypeError" in lines[7]
 
 
-def test_check_prediction_compares_with_the_measured_value_and_always_shows_it(capsys):
+def test_check_prediction_compares_with_the_measured_value_and_shows_it_only_after_a_prediction(capsys):
     assert bool(exercises.check_prediction("loss", 0.5, 0.62, tolerance=0.15, why="it leaks")) is True
     assert bool(exercises.check_prediction("loss", 0.5, 0.66, tolerance=0.15)) is False
     assert bool(exercises.check_prediction("loss", 0.5, 0.34, tolerance=0.15)) is False
-    assert bool(exercises.check_prediction("loss", None, 0.62, tolerance=0.15, why="it leaks")) is False
+    assert bool(exercises.check_prediction("loss", None, 0.62, tolerance=0.15, why="it leaks", details="a table")) is False
     assert bool(exercises.check_prediction("loss", "a lot", 0.62, tolerance=0.15)) is False
     assert bool(exercises.check_prediction("best", " ULMFiT ", "ulmfit")) is True
-    assert bool(exercises.check_prediction("best", "BERT", "ULMFiT")) is False
+    assert bool(exercises.check_prediction("best", "BERT", "ULMFiT", details="the table")) is False
     out = capsys.readouterr().out.splitlines()
-    verdicts = [line.split()[0] for line in out if not line.startswith("Why:")]
+    verdicts = [line.split()[0] for line in out if not line.startswith(("Why:", "the table"))]
     assert verdicts == ["RIGHT", "WRONG", "WRONG", "NO", "WRONG", "RIGHT", "WRONG"]
     assert out[0] == ("RIGHT loss: you predicted 0.5, the run measured 0.62 "
                       "(off by 0.12; within 0.15 counts as right).")
     assert out[1] == "Why: it leaks"
-    assert out[4].startswith("NO PREDICTION loss: the run measured 0.62") and out[5] == "Why: it leaks"
-    assert "not a number" in out[6]
+    assert out[4] == exercises.NO_PREDICTION.format(name="loss")  # no value, no why, no details
+    assert "0.62" not in out[4] and out[5].startswith("WRONG") and "not a number" in out[5]
+    assert out[-1] == "the table"
     with pytest.raises(ValueError):
         exercises.check_prediction("loss", 0.5, 0.6)
+
+
+def test_check_names_its_exercise_and_hides_the_reference(capsys):
+    tiny = [["a", "b", "a", "<eos>"], ["b", "a", "<eos>"]]
+    assert bool(exercises.check("01 add-k bigram", None, tiny)) is False
+    assert bool(exercises.check("01 add-k bigram", 0.5, tiny)) is True
+    assert bool(exercises.check("01 add-k bigram", 0.4, tiny, hint="HINT-C")) is False
+
+    def unfinished(X, H, C, cell):
+        raise NotImplementedError
+
+    assert bool(exercises.check("03 one coupled-gate LSTM step", unfinished)) is False
+
+    def cifg(X, H, C, cell):  # written from Greff et al. (2017): the input gate is 1 - the forget gate
+        f = torch.sigmoid(X @ cell.W_xf + H @ cell.W_hf + cell.b_f)
+        o = torch.sigmoid(X @ cell.W_xo + H @ cell.W_ho + cell.b_o)
+        c = f * C + (1 - f) * torch.tanh(X @ cell.W_xc + H @ cell.W_hc + cell.b_c)
+        return torch.cat([o * torch.tanh(c), c], dim=1)
+
+    def plain_lstm(X, H, C, cell):
+        return torch.cat(cell(X, (H, C)), dim=1)
+
+    assert bool(exercises.check("03 one coupled-gate LSTM step", cifg)) is True
+    assert bool(exercises.check("03 one coupled-gate LSTM step", plain_lstm)) is False
+    out = capsys.readouterr().out.splitlines()
+    assert out[:3] == ["NOT YET 01 add-k bigram: no answer yet.", "PASS 01 add-k bigram",
+                       "NOT YET 01 add-k bigram: got 0.4. HINT-C"]
+    assert out[3] == "NOT YET 03 one coupled-gate LSTM step: the function is not written yet."
+    with pytest.raises(KeyError, match="no exercise named"):
+        exercises.check("99 nothing", 1.0)
 
 
 @pytest.mark.parametrize("measured, tolerance", [(0.0068, 0.01), (-0.3, 0.3), (2.0, 5.0)])

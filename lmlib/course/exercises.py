@@ -1,10 +1,15 @@
 """Self-checking exercises: the reader writes a function or a value, a check cell says pass or not yet.
 
 A check never raises (a notebook with an unfinished exercise still runs top to bottom); it prints one
-line that begins with ``PASS`` or ``NOT YET`` and returns whether it passed. The reference answers
-come from the library, never from a number typed into the notebook. A ``hint`` is printed only after a
-wrong attempt, never before the reader has tried: it points the way; the answer itself belongs in a
-solution the reader opens on purpose.
+line that begins with ``PASS`` or ``NOT YET`` and returns whether it passed. A notebook's check cell names
+its exercise, ``check("01 add-k bigram", answer, tiny)``: the reference it is checked against lives in
+:mod:`lmlib.course.answers`, so the cell shows no expression the reader could run to print the answer. A
+``hint`` is printed only after a wrong attempt, never before the reader has tried: it points the way; the
+answer itself belongs in a solution the reader opens on purpose.
+
+A predict-then-run cell (:func:`check_prediction`) with no prediction entered says only that: its stored
+output, which the course website and GitHub show to anyone who scrolls, holds neither the measured value
+nor why it comes out so. Both appear once a prediction is written and the cell is run again.
 """
 
 from __future__ import annotations
@@ -31,6 +36,16 @@ class Outcome:
 
     def _ipython_display_(self) -> None:
         pass
+
+
+NO_PREDICTION = ("NO PREDICTION {name}: write your prediction in the cell above and run this cell again; the "
+                 "measured value and why it comes out so are shown then.")
+"""What :func:`check_prediction` prints when nothing was predicted: no measured value, no why."""
+
+PREDICTION_METADATA = "lmlib_prediction"
+"""The key of the stored output's metadata (not shown by any renderer) under which :func:`check_prediction`
+keeps the measured value and tolerance of an unanswered prediction, so that the tests can check the exercise
+can be failed without the output showing the answer."""
 
 
 def _close(a: Any, b: Any, rtol: float, atol: float) -> bool:
@@ -96,16 +111,31 @@ def _same_answer(a: Any, b: Any) -> bool:
     return a == b
 
 
+def _publish_unanswered(line: str, metadata: dict) -> None:
+    """Show ``line`` as the cell's output, with ``metadata`` stored beside it but not displayed (in IPython);
+    elsewhere just print it."""
+    try:
+        from IPython.core.interactiveshell import InteractiveShell
+        from IPython.display import publish_display_data
+    except ImportError:  # pragma: no cover - IPython ships with the course's requirements
+        InteractiveShell = None
+    if InteractiveShell is not None and InteractiveShell.initialized():
+        publish_display_data({"text/plain": line}, metadata={PREDICTION_METADATA: metadata})
+    else:
+        print(line)
+
+
 def check_prediction(name: str, predicted: Any, measured: Any, tolerance: float | None = None, *,
-                     why: str = "", fmt: str = "{:.3g}") -> Outcome:
+                     why: str = "", fmt: str = "{:.3g}", details: str = "") -> Outcome:
     """Compare what the reader predicted with what an experiment just measured, then say why.
 
     A number is right when ``|predicted - measured| <= tolerance`` (``tolerance`` is absolute, and required for
-    numbers); anything else (a word, a bool) when it equals ``measured`` (words ignore case and surrounding
-    spaces). The first printed line begins with ``RIGHT``, ``WRONG`` or ``NO PREDICTION``; the measured value
-    is printed in every case, so a reader who left the prediction at ``None`` still sees the answer, and
-    ``why`` follows. Like the other checks it never raises on the reader's value; it returns whether the
-    prediction was right.
+    numbers); anything else (a word) when it equals ``measured`` (words ignore case and surrounding spaces). The
+    first printed line begins with ``RIGHT``, ``WRONG`` or ``NO PREDICTION``. With a prediction, the measured value,
+    ``details`` (what the run measured besides, e.g. the other rows of its table) and ``why`` follow. Without one
+    (``None`` or ``...``) only :data:`NO_PREDICTION` is shown, so a stored output gives nothing away; the measured
+    value is kept in the output's metadata for the tests. Like the other checks it never raises on the reader's
+    value; it returns whether the prediction was right.
     """
     numeric = isinstance(measured, (int, float)) and not isinstance(measured, bool)
     if numeric and (tolerance is None or tolerance < 0):
@@ -116,11 +146,13 @@ def check_prediction(name: str, predicted: Any, measured: Any, tolerance: float 
     if isinstance(measured, bool):
         raise ValueError(f"{name}: a yes/no prediction is right half the time by guessing; ask for a number or "
                          "for one of several choices")
-    got = _shown(measured, fmt)
     if predicted is None or predicted is Ellipsis:
-        print(f"NO PREDICTION {name}: the run measured {got}. Write a prediction first next time.")
-        passed = False
-    elif numeric:
+        _publish_unanswered(NO_PREDICTION.format(name=name), {
+            "name": name, "measured": float(measured) if numeric else str(measured),
+            "tolerance": None if tolerance is None else float(tolerance), "fmt": fmt})
+        return Outcome(False)
+    got = _shown(measured, fmt)
+    if numeric:
         try:
             off = abs(float(predicted) - float(measured))
         except (TypeError, ValueError):
@@ -134,6 +166,30 @@ def check_prediction(name: str, predicted: Any, measured: Any, tolerance: float 
     else:
         passed = _same_answer(predicted, measured)
         print(f"{'RIGHT' if passed else 'WRONG'} {name}: you predicted {_shown(predicted, fmt)}, the run measured {got}.")
+    if details:
+        print(details)
     if why:
         print(f"Why: {why}")
     return Outcome(passed)
+
+
+def check(exercise: str, answer: Any, *inputs: Any, hint: str = "") -> Outcome:
+    """Check the reader's ``answer`` to the notebook exercise named ``exercise`` against its hidden reference in
+    :mod:`lmlib.course.answers`.
+
+    ``inputs`` are the notebook's own objects the exercise is about (a corpus, a model); the reference computes
+    the expected value from them, or, for a function exercise (``answer`` is the reader's function), builds the
+    cases to call it on. The check cell shows only the exercise's name, so there is nothing in it to run for the
+    answer. An unknown name is refused with the known ones."""
+    from . import answers
+
+    spec = answers.exercise(exercise)
+    if spec.kind == "value":
+        if answer is None or answer is Ellipsis:
+            print(f"NOT YET {exercise}: no answer yet.")
+            return Outcome(False)
+        return check_value(exercise, answer, spec.reference(*inputs), spec.rtol, spec.atol, hint)
+    if not callable(answer):
+        print(f"NOT YET {exercise}: the function is not written yet.")
+        return Outcome(False)
+    return check_function(exercise, answer, spec.reference, spec.cases(*inputs), spec.rtol, spec.atol, hint)
