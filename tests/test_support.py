@@ -1,6 +1,5 @@
 """Presets, seeding, plots, the source viewer, exercise checks, weight files and the PTB table."""
 
-import os
 import random
 
 import numpy as np
@@ -190,51 +189,65 @@ def test_a_hint_is_shown_only_after_a_wrong_attempt(capsys):
     assert "HINT-A" in out and "HINT-B" in out
 
 
-def test_leaderboard_records_measured_rows_beside_published_ones(tmp_path, monkeypatch):
-    monkeypatch.setenv("LMLIB_RESULTS_DIR", str(tmp_path))
+@pytest.fixture
+def fresh_leaderboard():
+    leaderboard.forget()
+    yield leaderboard
+    leaderboard.forget()
+
+
+def test_leaderboard_records_measured_rows_beside_committed_and_published_ones(fresh_leaderboard):
     leaderboard.record("my KN5", 150.0, "01", "teach")
     leaderboard.record("my KN5", 145.0, "01", "teach")
     rows = leaderboard.table()
     mine = [r for r in rows if r["model"] == "my KN5"]
-    assert len(mine) == 1 and mine[0]["test_ppl"] == 145.0
+    assert len(mine) == 1 and mine[0]["test_ppl"] == 145.0 and "this notebook (01)" in mine[0]["source"]
     assert [r["test_ppl"] for r in rows] == sorted((r["test_ppl"] for r in rows), reverse=True)
     assert any(r["source"].startswith("published") and r["test_ppl"] == 141.2 for r in rows)
+    committed = [r for r in rows if r["source"].startswith("committed")]
+    assert [r["source"] for r in committed] == ["committed: notebook 01's script, lmlib/results/ngram.json"]
     assert len(leaderboard.show().data[0].cells.values[0]) == len(rows)
     with pytest.raises(ValueError, match="greater than 1"):
         leaderboard.record("bad", 0.5, "01", "teach")
+
+
+def test_leaderboard_shows_only_this_notebook_and_the_committed_results_up_to_it(fresh_leaderboard):
+    """A row another notebook recorded earlier in the same process never shows, and a committed result is labelled
+    as one, with its own number."""
+    leaderboard.record("an LSTM of notebook 03", 200.0, "03", "teach")
+    leaderboard.record("a bigram of notebook 01", 400.0, "01", "teach")
+    rows = leaderboard.table()
+    assert "an LSTM of notebook 03" not in {r["model"] for r in rows}
+    assert not any("zaremba_small" in r["source"] or "nnlm" in r["source"] for r in rows)  # notebooks 02, 03
+    three = leaderboard.table(notebook="03")
+    assert {r["model"] for r in three if "this notebook" in r["source"]} == {"an LSTM of notebook 03"}
+    assert {r["source"].split("lmlib/results/")[-1] for r in three if r["source"].startswith("committed")} == {
+        "ngram.json", "nnlm.json", "zaremba_small.json"}
+    zaremba = next(r for r in three if "zaremba_small" in r["source"])
+    from lmlib.course import results
+
+    assert zaremba["test_ppl"] == results.load("zaremba_small")["test_ppl"]
+    leaderboard.record("AWD-LSTM, the ablation script", 772.4, "06", "teach", source="awd_ablation")
+    [row] = [r for r in leaderboard.table(notebook="06") if r["model"] == "AWD-LSTM, the ablation script"]
+    assert row["source"].startswith("committed: lmlib/results/awd_ablation.json")
+    with pytest.raises(FileNotFoundError):
+        leaderboard.record("x", 100.0, "06", "teach", source="no_such_result")
+    with pytest.raises(ValueError, match="two-digit"):
+        leaderboard.record("x", 100.0, "6", "teach")
 
 
 @pytest.mark.parametrize("value,message", [
     (float("inf"), "infinite"), (float("nan"), "NaN"), (0.0, "greater than 1"), (-3.0, "greater than 1"),
     (1.0, "greater than 1"), ("a lot", "must be a number"),
 ])
-def test_leaderboard_refuses_what_is_not_a_perplexity(tmp_path, monkeypatch, value, message):
-    monkeypatch.setenv("LMLIB_RESULTS_DIR", str(tmp_path))
+def test_leaderboard_refuses_what_is_not_a_perplexity(fresh_leaderboard, value, message):
     leaderboard.record("fine", 150.0, "01", "teach")
     with pytest.raises((ValueError, TypeError), match=message):
         leaderboard.record("bad", value, "01", "teach")
     assert list(leaderboard.measured()) == ["fine"]  # nothing half-written
 
 
-def test_leaderboard_accepts_numpy_and_torch_scalars(tmp_path, monkeypatch):
-    monkeypatch.setenv("LMLIB_RESULTS_DIR", str(tmp_path))
+def test_leaderboard_accepts_numpy_and_torch_scalars(fresh_leaderboard):
     leaderboard.record("numpy", np.float64(150.5), "01", "teach")
     leaderboard.record("torch", torch.tensor(120.25), "02", "teach")
     assert {m: r["test_ppl"] for m, r in leaderboard.measured().items()} == {"numpy": 150.5, "torch": 120.25}
-
-
-def _record_many(args):
-    folder, worker = args
-    os.environ["LMLIB_RESULTS_DIR"] = folder
-    for i in range(40):
-        leaderboard.record(f"worker {worker} model {i}", 100.0 + i, "01", "teach")
-
-
-def test_leaderboard_keeps_every_row_when_notebooks_record_at_once(tmp_path, monkeypatch):
-    """Four processes record 40 rows each into one file (as notebooks on two test workers do): none is lost."""
-    import multiprocessing
-
-    with multiprocessing.get_context("spawn").Pool(4) as pool:
-        pool.map(_record_many, [(str(tmp_path), w) for w in range(4)])
-    monkeypatch.setenv("LMLIB_RESULTS_DIR", str(tmp_path))
-    assert len(leaderboard.measured()) == 160
