@@ -255,3 +255,53 @@ def test_forward_reads_nothing_back_from_the_device(attention):
     src, mask = toy_batch()
     with no_host_reads():  # (pack_padded_sequence's lengths move to the CPU with .cpu(), the one copy it needs)
         model(src, mask, src)
+
+
+def test_beam_ranks_finished_hypotheses_by_log_prob_over_length_with_eos():
+    """alpha = 1 on the greedy trap, scores by hand with |y| counting <eos>: "3 <eos>" log .36 / 2 = -0.511 beats
+    "2 4 <eos>" log .15 / 3 = -0.632 and "2 <eos>" log .18 / 2 = -0.857. Dividing by the words without <eos> would
+    rank "2 4 <eos>" (log .15 / 2 = -0.949) above "3 <eos>" (log .36 / 1 = -1.022)."""
+    model = GreedyTrap()
+    src, mask = torch.zeros(1, 1, dtype=torch.long), torch.ones(1, 1, dtype=torch.bool)
+    hyps = beam_search(model, src, mask, beam_size=4, max_len=5, alpha=1.0)
+    by_tokens = {tuple(h.tokens): h for h in hyps}
+    assert hyps[0].tokens == [3]
+    assert hyps[0].score == pytest.approx(math.log(0.4 * 0.9) / 2, abs=1e-5)
+    assert by_tokens[(2, 4)].score == pytest.approx(math.log(0.6 * 0.25) / 3, abs=1e-5)
+    assert by_tokens[(2,)].score == pytest.approx(math.log(0.6 * 0.3) / 2, abs=1e-5)
+    half = beam_search(model, src, mask, beam_size=4, max_len=5, alpha=0.5)
+    assert all(h.score == pytest.approx(h.log_prob / (len(h.tokens) + 1) ** 0.5, abs=1e-6) for h in half)
+
+
+class EndsThenTalks(nn.Module):
+    """Two kinds of row, told apart by their first source token. Row kind 0 ends at once (p(<eos> | <bos>) = .9) but
+    would go on talking after its <eos> (<eos> -> 4 -> 5 -> ...); row kind 1 says "2 3 <eos>". Greedy decoding must
+    keep row 0 finished while row 1 goes on."""
+
+    config = ToyConfig()
+
+    def __init__(self):
+        super().__init__()
+        table = torch.full((2, 6, 6), 1e-9)
+        table[0, 0, 1], table[0, 0, 2] = 0.9, 0.1
+        table[0, 1, 4] = table[0, 4, 5] = table[0, 5, 4] = 1.0
+        table[1, 0, 2], table[1, 0, 1] = 0.8, 0.2
+        table[1, 2, 3], table[1, 2, 1] = 0.7, 0.3
+        table[1, 3, 1] = 1.0
+        table[1, 1, 4] = table[1, 4, 1] = table[1, 5, 1] = 1.0
+        self.register_buffer("log_table", (table / table.sum(2, keepdim=True)).log())
+
+    def start(self, src, src_mask):
+        return ToyState(src[:, 0].clone())
+
+    def step(self, y_prev, state):
+        return self.log_table[state.last, y_prev], state, None
+
+
+def test_greedy_keeps_a_finished_row_finished_while_others_go_on():
+    model = EndsThenTalks()
+    src, mask = torch.tensor([[0], [1]]), torch.ones(2, 1, dtype=torch.bool)
+    tokens, log_probs, _ = greedy_decode(model, src, mask, max_len=6)
+    assert tokens == [[], [2, 3]]
+    assert log_probs[0] == pytest.approx(math.log(0.9), abs=1e-5)
+    assert log_probs[1] == pytest.approx(math.log(0.8 * 0.7 * 1.0), abs=1e-5)

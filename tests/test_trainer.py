@@ -432,3 +432,25 @@ def test_a_time_budget_cuts_the_planned_steps_and_the_schedule_still_anneals_to_
     assert budget.steps == trainer.step == 10  # 100 s at 10 s a step, not the 50 planned
     assert lrs[-1] == pytest.approx(1e-2 * 0.1)  # the last step ran at the schedule's final rate
     assert TimeBudget(100).steps is None  # without planned steps it only stops
+
+
+def test_early_stopping_restores_the_weights_of_the_best_epoch_not_the_last():
+    """A validation loss that varies, scripted by hand: 3, 1, 2, 2.5 with patience 2. The best epoch is the second,
+    so the fit stops after the fourth and the model ends with the weights it had after epoch 2 (here its weight is
+    set to the epoch's number, so the restored weight must read 2, not 4)."""
+    from types import SimpleNamespace
+
+    model = nn.Linear(1, 1, bias=False)
+    trainer = SimpleNamespace(model=model, epoch=0, stop_training=False)
+    stopper = EarlyStopping(patience=2)
+    stopper.on_fit_begin(trainer)
+    for epoch, valid_loss in enumerate([3.0, 1.0, 2.0, 2.5, 0.5], start=1):
+        with torch.no_grad():
+            model.weight.fill_(float(epoch))  # what this epoch's training left
+        trainer.epoch = epoch
+        stopper.on_epoch_end(trainer, {"valid_loss": valid_loss})
+        if trainer.stop_training:
+            break
+    assert trainer.epoch == 4 and stopper.best_epoch == 2
+    stopper.on_fit_end(trainer)
+    assert model.weight.item() == 2.0

@@ -185,17 +185,44 @@ def test_overlap_is_matched_on_letters_so_tokenization_and_case_do_not_hide_it()
     assert [train[i] for i in overlap_free_indices(train, held_out)] == [["dull", "!"], ["new", "one"]]
 
 
+def _gpu_plan():
+    # the shipped stage (a) is the gpu preset's run: its recipe and config as `--preset gpu` builds them today
+    from lmlib.recipes.pretraining import plan
+    from lmlib.recipes.ulmfit import PRETRAIN_CONFIG, PRETRAIN_GPU, PRETRAIN_RECIPE, PRETRAIN_TEACH
+
+    return plan("gpu", None, PRETRAIN_RECIPE, PRETRAIN_CONFIG, PRETRAIN_TEACH, gpu=PRETRAIN_GPU)[:2]
+
+
 def test_shipped_checkpoint_was_made_by_the_recipe_in_the_code_and_its_readme_tells_the_truth():
-    from lmlib.recipes.ulmfit import PRETRAIN_CONFIG, PRETRAIN_RECIPE, PRETRAINED_DIR
+    from lmlib.recipes.ulmfit import PRETRAINED_DIR
 
     report = json.loads((PRETRAINED_DIR / "pretrain.json").read_text())
-    recipe = {k: tuple(v) if isinstance(v, list) else v for k, v in report["recipe"].items()}
-    assert recipe == PRETRAIN_RECIPE, "the checkpoint was trained with another recipe: rerun `python -m lmlib pretrain awd-lstm --preset full`"
-    assert {k: report["config"][k] for k in PRETRAIN_CONFIG} == PRETRAIN_CONFIG
+    recipe, config = _gpu_plan()
+    assert report["recipe"] == json.loads(json.dumps(recipe)), \
+        "the checkpoint was trained with another recipe: rerun `python -m lmlib pretrain awd-lstm --preset gpu`"
+    assert {k: report["config"][k] for k in config} == config
+    assert report["rebuild"].startswith("python -m lmlib pretrain awd-lstm --preset gpu ")
+    assert report["steps"] <= report["planned_steps"] == recipe["steps"]
     readme = (PRETRAINED_DIR / "README.md").read_text()
     for sha in report["sha256"].values():
         assert sha in readme
     assert f"{report['valid_ppl']:.1f}" in readme and f"{report['test_ppl']:.1f}" in readme
+    # measured again on the CPU with evaluate_lm: the same perplexities as the GPU run's
+    assert report["cpu_check"]["valid_ppl"] == pytest.approx(report["valid_ppl"], rel=1e-4)
+    assert report["cpu_check"]["test_ppl"] == pytest.approx(report["test_ppl"], rel=1e-4)
+    assert f"valid {report['cpu_check']['valid_ppl']:.1f}, test {report['cpu_check']['test_ppl']:.1f}" in readme
+
+
+def test_shipped_stage_a_is_regularised_and_beats_the_unregularised_lstm_of_notebook_03():
+    # issue 43: the stage (a) that notebook 06 teaches must show what its regularisation buys
+    from lmlib.course.results import load, short_pretraining_report
+
+    report = json.loads((PRETRAINED_DIR / "pretrain.json").read_text())
+    assert min(report["config"][k] for k in ("input_p", "hidden_p", "weight_p", "output_p")) >= 0.2
+    assert report["test_ppl"] < load("zaremba_small")["test_ppl"]
+    before = short_pretraining_report("awd_lstm_ptb")  # the one it replaced, archived
+    assert before["sha256"]["awd_lstm_ptb.safetensors"] != report["sha256"]["awd_lstm_ptb.safetensors"]
+    assert report["test_ppl"] < before["test_ppl"]
 
 
 def test_shipped_files_are_what_the_recipe_builds():
@@ -215,7 +242,10 @@ def test_shipped_files_are_what_the_recipe_builds():
         assert hashlib.sha256((PRETRAINED_DIR / name).read_bytes()).hexdigest() == recorded, name
     vocab = ptb_vocab()
     assert Vocab.load(PRETRAINED_DIR / "vocab.json").itos == vocab.itos
-    config = AWDLSTMConfig(vocab_size=len(vocab), pad_id=vocab[PAD], **PRETRAIN_CONFIG)
+    recipe, model_config = _gpu_plan()
+    assert {k: v for k, v in model_config.items() if not k.endswith("_p")} == \
+        {k: v for k, v in PRETRAIN_CONFIG.items() if not k.endswith("_p")}  # the presets differ in dropouts only
+    config = AWDLSTMConfig(vocab_size=len(vocab), pad_id=vocab[PAD], **model_config)
     assert report["config"] == dataclasses.asdict(config)
     lm, _ = load_pretrained()
     assert lm.config == config
@@ -225,8 +255,8 @@ def test_shipped_files_are_what_the_recipe_builds():
         shipped = {k: (tuple(fh.get_slice(k).get_shape()), fh.get_slice(k).get_dtype()) for k in fh.keys()}
     built = AWDLSTMLanguageModel(config).state_dict()
     assert shipped == {k: (tuple(v.shape), "F16") for k, v in built.items() if k != "decoder.weight"}  # tied: once
-    steps, batch_size, bptt = (PRETRAIN_RECIPE[k] for k in ("steps", "batch_size", "bptt"))
-    assert report["tokens_seen"] == steps * batch_size * bptt
+    batch_size, bptt = (recipe[k] for k in ("batch_size", "bptt"))
+    assert report["tokens_seen"] == report["steps"] * batch_size * bptt and PRETRAIN_RECIPE["bptt"] == bptt
     assert report["train_tokens_per_epoch"] == batchify(_ptb_ids(vocab, "train"), batch_size).numel()
     epochs = report["tokens_seen"] / report["train_tokens_per_epoch"]
     assert f"({epochs:.1f} epochs of PTB)" in (PRETRAINED_DIR / "README.md").read_text()
@@ -375,7 +405,15 @@ def test_stage_b_checkpoint_is_small_fp16_verified_and_made_by_the_recipe_in_the
     for name, recorded in report["sha256"].items():
         assert hashlib.sha256((IMDB_DIR / name).read_bytes()).hexdigest() == recorded, name
     assert report["recipe"] == json.loads(json.dumps(IMDB_RECIPE)), "rerun `python -m lmlib pretrain ulmfit-imdb --preset full`"
-    assert report["stage_a"]["sha256"] == json.loads((PRETRAINED_DIR / "pretrain.json").read_text())["sha256"]["awd_lstm_ptb.safetensors"]
+    # made from the stage (a) shipped then: today's, or the one it replaced (archived with its pretrain.json)
+    from lmlib.course.results import short_pretraining_report
+
+    stage_a = [json.loads((PRETRAINED_DIR / "pretrain.json").read_text()), short_pretraining_report("awd_lstm_ptb")]
+    made_from = [r for r in stage_a if r["sha256"]["awd_lstm_ptb.safetensors"] == report["stage_a"]["sha256"]]
+    assert len(made_from) == 1 and made_from[0]["tokens_seen"] == report["stage_a"]["tokens_seen"]
+    assert made_from[0]["test_ppl"] == report["stage_a"]["ptb_test_ppl"]
+    readme_b = (IMDB_DIR / "README.md").read_text()
+    assert report["stage_a"]["sha256"][:16] in readme_b and f"{report['stage_a']['tokens_seen']:,}" in readme_b
     assert report["tokens_seen"] == IMDB_RECIPE["steps"] * IMDB_RECIPE["batch_size"] * IMDB_RECIPE["bptt"]
     lm, vocab = load_pretrained(IMDB_DIR)
     ptb = ptb_vocab()
@@ -401,3 +439,18 @@ def test_stage_b_lm_beats_the_ptb_lm_on_held_out_reviews_it_never_trained_on(one
     before, _ = grow_vocab(ptb_lm, ptb_vocab, imdb_vocab.itos[len(ptb_vocab):])
     ids = review_stream(imdb_vocab, imdb_held_out(20))
     assert evaluate_lm(imdb_lm, ids) < 0.5 * evaluate_lm(before, ids)
+
+
+def test_concat_pool_by_hand_with_left_padding():
+    """Left-padded rows (padding first, as a batch padded on the left is): h_T is the row's final position, not
+    position length - 1, and the padding takes part in neither the max nor the mean."""
+    H = torch.tensor([[[9.0, 9.0], [1.0, -1.0], [3.0, 0.0]],
+                      [[9.0, 9.0], [9.0, 9.0], [-4.0, 2.0]],
+                      [[1.0, 2.0], [0.0, 4.0], [5.0, -3.0]]])
+    mask = torch.tensor([[False, True, True], [False, False, True], [True, True, True]])
+    expected = torch.tensor([
+        [3.0, 0.0, 3.0, 0.0, 2.0, -0.5],     # two real tokens: last (3, 0), max (3, 0), mean (2, -0.5)
+        [-4.0, 2.0, -4.0, 2.0, -4.0, 2.0],   # one real token, at the end
+        [5.0, -3.0, 5.0, 4.0, 2.0, 1.0],     # no padding
+    ])
+    assert torch.allclose(concat_pool(H, mask), expected)

@@ -256,3 +256,20 @@ def test_vectors_and_vocabulary_of_different_sizes_raise():
                             (evaluate_analogies, questions), (evaluate_word_pairs, pairs), (to_keyed_vectors,)):
             with pytest.raises(ValueError, match=sizes):
                 call(bad_vectors, bad_words, *args)
+
+
+def test_training_draws_noise_from_the_unigram_distribution_to_the_three_quarters_by_default(monkeypatch):
+    """Mikolov et al. (2013b), sec. 2.2: the noise distribution is U(w)^{3/4} / Z. train_word2vec with the default
+    config must build its loss from exactly that (gensim's default ns_exponent is 0.75 too)."""
+    import lmlib.recipes.word2vec as recipe
+
+    built = []
+    real = recipe.NegativeSamplingLoss
+    monkeypatch.setattr(recipe, "NegativeSamplingLoss", lambda noise, *a, **kw: built.append(noise) or real(noise, *a, **kw))
+    sentences = [["a", "b", "a", "c"], ["a", "b", "d", "a"]] * 3
+    result = train_word2vec(sentences, Word2VecConfig(vector_size=4, min_count=1, epochs=1, sample=0.0))
+    counts = torch.tensor([float(sum(s.count(w) for s in sentences)) for w in result.vocab.itos])
+    expected = counts ** 0.75 / (counts ** 0.75).sum()
+    assert Word2VecConfig().ns_exponent == GensimWord2Vec().ns_exponent == 0.75
+    [noise] = built
+    torch.testing.assert_close(noise.to(expected.dtype), expected, atol=1e-6, rtol=0)
