@@ -64,3 +64,31 @@ def test_training_lowers_the_loss_and_unknown_variants_are_refused():
     assert X.evaluate_with_memory(model, stream, mem_len=8, streams=2) < before / 10  # a period-13 text is learnt
     with pytest.raises(ValueError, match="unknown variant"):
         X.build("xxl", 13)
+
+
+def test_copy_stream_repeats_each_block_one_block_later_and_nowhere_else():
+    block = 5
+    stream = X.copy_stream(units=30, block=block, vocab_size=7, seed=0)
+    assert stream.shape == (2 * 30 * block,) and 0 <= int(stream.min()) and int(stream.max()) < 7
+    units = stream.view(30, 2, block)
+    assert torch.equal(units[:, 0], units[:, 1])  # the second half of each unit copies the first
+    assert not torch.equal(units[1:, 0], units[:-1, 1])  # a new block is not the previous copy again
+    assert torch.equal(X.copy_stream(30, block, 7, seed=0), stream) and not torch.equal(X.copy_stream(30, block, 7, 1), stream)
+    with pytest.raises(ValueError, match="vocab_size"):
+        X.copy_stream(3, 4, 1, 0)
+
+
+def test_copy_task_models_differ_only_in_memory_and_copies_sit_one_segment_back():
+    xl, plain = X.build_copy_model("xl"), X.build_copy_model("relative_no_memory")
+    task = X.COPY_TASK
+    assert (xl.config.mem_len, plain.config.mem_len) == (task["segment_len"], 0)
+    assert {k: v for k, v in xl.config.__dict__.items() if k != "mem_len"} == \
+        {k: v for k, v in plain.config.__dict__.items() if k != "mem_len"}
+    train, held_out = X.copy_task()
+    L = task["segment_len"]
+    copies = train.view(-1, 2, L)[:, 1].flatten()
+    originals = train.view(-1, 2, L)[:, 0].flatten()
+    assert torch.equal(copies, originals)  # each copied symbol is exactly L (one segment) after its original
+    assert not set(map(tuple, held_out.view(-1, L).tolist())) & set(map(tuple, train.view(-1, L)[:200].tolist()))
+    with pytest.raises(ValueError, match="copy task"):
+        X.build_copy_model("vanilla")

@@ -15,6 +15,11 @@ Evaluation, as in Dai et al. (2019, §4.4):
   tokens: one forward pass over the ``context`` tokens before each prediction, of which only the last is used.
 
 Both score the same targets, so their losses and their speed compare directly.
+
+A task that needs the memory: on characters at this size a 64-character segment already holds most of what predicts
+the next one, so a memory barely helps. :func:`copy_stream` builds text whose every second block repeats the block
+before it, one segment length back: a model without memory never sees the original, a model with a memory of one
+segment can copy it (``COPY_TASK`` holds the settings notebook 11 and ``bench_transformer_xl_copy.py`` use).
 """
 
 from __future__ import annotations
@@ -46,6 +51,26 @@ VARIANTS = {
 }
 
 
+# The copy task: blocks of COPY_TASK["segment_len"] random symbols, each followed by its copy, so that every copied
+# symbol sits exactly one segment after its original.
+COPY_TASK = dict(vocab_size=16, segment_len=16, mem_len=16, num_layers=2, num_heads=2, d_model=64, steps=200,
+                 recipe=dict(batch_size=16, lr=3e-3, warmup=20), train_units=4000, held_out_units=200)
+
+
+def copy_stream(units: int, block: int, vocab_size: int, seed: int) -> torch.Tensor:
+    """``units`` random blocks of ``block`` symbols from ``range(vocab_size)``, each followed by a copy of itself:
+    ``[x_1..x_B, x_1..x_B, y_1..y_B, y_1..y_B, ...]``, a 1-D stream of ``2 · units · block`` ids (seeded).
+
+    Half the symbols are random (no model can beat ln V nats on them); each of the other half equals the symbol
+    ``block`` positions back. With ``block`` equal to the segment length that symbol is never inside the current
+    segment, so only a memory can supply it."""
+    if units < 1 or block < 1 or vocab_size < 2:
+        raise ValueError(f"need units >= 1, block >= 1 and vocab_size >= 2, got {units}, {block}, {vocab_size}")
+    g = torch.Generator().manual_seed(seed)
+    first = torch.randint(0, vocab_size, (units, block), generator=g)  # (units, B)
+    return torch.cat([first, first], dim=1).flatten()  # (2 · units · B,)
+
+
 def build(variant: str, vocab_size: int, seed: int = RECIPE["seed"], **overrides) -> TransformerXL:
     """A seeded model of the experiment: ``MODEL`` sizes with the ``variant``'s memory and positions. The data
     order is fixed (consecutive segments), so the seed changes the initial weights only."""
@@ -53,6 +78,23 @@ def build(variant: str, vocab_size: int, seed: int = RECIPE["seed"], **overrides
         raise ValueError(f"unknown variant {variant!r}; choose one of {sorted(VARIANTS)}")
     seed_everything(seed)
     return TransformerXL(TransformerXLConfig(vocab_size=vocab_size, **{**MODEL, **VARIANTS[variant], **overrides}))
+
+
+def copy_task(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """The copy task's training and held-out streams (:func:`copy_stream` with ``COPY_TASK``'s sizes; the held-out
+    blocks are drawn with another seed, so no block is shared)."""
+    c = COPY_TASK
+    return (copy_stream(c["train_units"], c["segment_len"], c["vocab_size"], seed),
+            copy_stream(c["held_out_units"], c["segment_len"], c["vocab_size"], seed + 10_000))
+
+
+def build_copy_model(variant: str, seed: int = RECIPE["seed"]) -> TransformerXL:
+    """A small model for the copy task: ``"xl"`` with a memory of one segment, or ``"relative_no_memory"``."""
+    if variant not in ("xl", "relative_no_memory"):
+        raise ValueError(f"the copy task compares 'xl' and 'relative_no_memory', got {variant!r}")
+    c = COPY_TASK
+    return build(variant, c["vocab_size"], seed=seed, num_layers=c["num_layers"], num_heads=c["num_heads"],
+                 d_model=c["d_model"], segment_len=c["segment_len"], mem_len=c["mem_len"] if variant == "xl" else 0)
 
 
 def segments(stream: torch.Tensor, batch_size: int, segment_len: int) -> Iterator[LMBatch]:
