@@ -100,3 +100,13 @@ def test_one_example_of_each_label_is_enough_since_examples_are_drawn_with_repla
                              template="{text}:").mean_examples_used == 1  # k = 1 asks for label 0 only
     with pytest.raises(ValueError, match=r"no example of label\(s\) \[1\], which k=2 examples include"):
         few_shot_accuracy(BiasedModel(), Chars(), only_negative, [("bad", 0)], k=2, verbalizer={0: "n", 1: "p"})
+
+
+def test_the_content_free_prompt_is_scored_once_when_it_repeats(monkeypatch):
+    prompts = []
+    real = prompting.label_log_probs
+    monkeypatch.setattr(prompting, "label_log_probs", lambda m, t, prompt, v: prompts.append(prompt) or real(m, t, prompt, v))
+    tests = [("g good", 1), ("bad", 0), ("great g", 1), ("awful", 0)]
+    result = few_shot_accuracy(BiasedModel(), Chars(), [], tests, k=0, verbalizer={0: "n", 1: "p"}, template="{text}:")
+    assert prompts.count("N/A:") == 1 and len(prompts) == len(tests) + 1  # each test once, the prior once
+    assert result.calibrated_accuracy == 1.0  # the cached prior still calibrates every sentence

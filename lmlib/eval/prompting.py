@@ -99,6 +99,7 @@ def few_shot_accuracy(model, tokenizer, pool: Sequence[tuple[str, int]], tests: 
         raise ValueError(f"the pool has no example of label(s) {missing}, which k={k} examples include; add at least "
                          f"one example of each of {asked} to the pool")
     rng = random.Random(seed)
+    priors: dict[str, dict[int, float]] = {}  # content-free prompts repeat (always, with k = 0): score each once
     correct = calibrated = positive = used = 0
     for text, label in tests:
         labels = [i % len(verbalizer) for i in range(k)]
@@ -107,7 +108,10 @@ def few_shot_accuracy(model, tokenizer, pool: Sequence[tuple[str, int]], tests: 
         examples = fitting_examples(model, tokenizer, examples, text, verbalizer, template)
         used += len(examples)
         scores = label_log_probs(model, tokenizer, build_prompt(examples, text, verbalizer, template), verbalizer)
-        prior = label_log_probs(model, tokenizer, build_prompt(examples, content_free, verbalizer, template), verbalizer)
+        free = build_prompt(examples, content_free, verbalizer, template)
+        if free not in priors:
+            priors[free] = label_log_probs(model, tokenizer, free, verbalizer)
+        prior = priors[free]
         raw_choice = max(scores, key=scores.get)
         cal_choice = max(scores, key=lambda y: scores[y] - prior[y])
         correct += raw_choice == label
