@@ -158,3 +158,13 @@ def test_ladder_table_shows_the_distance_to_the_published_figure():
     assert table[1] == ["LSTM", "03", "112.8", "4.65M", "40.5", "114.5", "-1.7"]
     assert table[2][3:] == ["counts", "0.0", "–", "–"]
     assert table[3][-1] == "+0.0"  # level with the paper, not "-0.0"
+
+
+def test_ladder_table_names_the_script_for_a_row_no_notebook_trains():
+    ladder = [dict(model="Transformer-XL", notebook="11-12", source="ptb_transformers", test_ppl=151.2,
+                   parameters=2_000_000, seconds=600, published=(54.5, "Dai")),
+              dict(model="LSTM", notebook="03", source="zaremba_small", test_ppl=112.8, parameters=4_650_000,
+                   seconds=2430, published=None)]
+    table = cells(T.ladder_table(ladder))
+    assert "bench_ptb_transformers.py" in table[1][1] and "11" not in table[1][1]
+    assert table[2][1] == "03"

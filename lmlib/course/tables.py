@@ -132,17 +132,23 @@ def compute_matched_table(runs: Sequence[Mapping], best: Mapping):
 
 # -- notebooks 07-12: transfer, pretraining, the course's checks ------------------------------------------------
 
+MEASURED_BY_SCRIPT_ONLY = {"ptb_transformers": "bench_ptb_transformers.py (no notebook trains it)"}
+"""Ladder rows whose result file (``source``) a committed script measured and no notebook trains: the table names
+the script instead of a notebook."""
+
+
 def ladder_table(ladder: Sequence[Mapping]):
-    """The PTB perplexity ladder (:func:`lmlib.course.results.ptb_ladder`): test perplexity, parameters, CPU
-    minutes, the published figure and the distance to it."""
+    """The PTB perplexity ladder (:func:`lmlib.course.results.ptb_ladder`): where each row was measured (the notebook,
+    or the script for rows no notebook trains), test perplexity, parameters, CPU minutes, the published figure and
+    the distance to it."""
     lines = []
     for r in ladder:
         published = r["published"][0] if r["published"] else None
-        lines.append([r["model"], r["notebook"], f"{r['test_ppl']:.1f}",
+        lines.append([r["model"], MEASURED_BY_SCRIPT_ONLY.get(r.get("source"), r["notebook"]), f"{r['test_ppl']:.1f}",
                       f"{r['parameters'] / 1e6:.2f}M" if r["parameters"] else "counts", f"{r['seconds'] / 60:.1f}",
                       "–" if published is None else f"{published:.1f}",
                       "–" if published is None else f"{round(r['test_ppl'] - published, 1) + 0.0:+.1f}"])  # no -0.0
-    return html_table(["model", "notebook", "test perplexity", "parameters", "CPU minutes", "published",
+    return html_table(["model", "measured in", "test perplexity", "parameters", "CPU minutes", "published",
                        "here − published"], lines, numeric=[False, False, True, True, True, True, True],
                       caption="PTB test perplexity, lower is better (82,430 test tokens)")
 
