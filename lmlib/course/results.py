@@ -231,7 +231,8 @@ def ptb_ladder(awd_parameters: int, zaremba_parameters: int) -> list[dict]:
              published=published["Feed-forward NNLM"]),
         dict(model="LSTM 2x200 (Zaremba small)", notebook="03", test_ppl=lstm["test_ppl"], parameters=zaremba_parameters,
              seconds=lstm["seconds"], source="zaremba_small", published=published["LSTM small, 2x200 (Zaremba)"]),
-        dict(model="AWD-LSTM (ULMFiT's general-domain LM)", notebook="06-07", test_ppl=awd["test_ppl"],
+        dict(model="AWD-LSTM (ULMFiT's general-domain LM" + (f", trained on one {awd['run']['device_name']}" if "run" in awd
+                                                             else "") + ")", notebook="06-07", test_ppl=awd["test_ppl"],
              parameters=awd_parameters, seconds=awd["train_seconds"], source="lmlib/pretrained (shipped)",
              published=published["AWD-LSTM"]),
     ]
