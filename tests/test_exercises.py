@@ -405,11 +405,23 @@ def prediction_problems(nb: Notebook) -> list[str]:
 
 # --------------------------------------------------------------------------- check_value and check_function references
 
+def _registered() -> dict:
+    """Every named exercise: lmlib.course.answers.EXERCISES (notebooks 00-08), and the registry of notebooks 09-12
+    (lmlib.course.answers_late) where it exists."""
+    from lmlib.course import answers
+
+    known = dict(answers.EXERCISES)
+    with contextlib.suppress(ImportError):
+        from lmlib.course import answers_late
+
+        known.update(answers_late.EXERCISES)
+    return known
+
+
 def reference_problems(nb: Notebook) -> list[str]:
     """A check cell must not hold the reference it checks against: it names its exercise and passes the notebook's
     objects as they are, so there is no expression in it to run for the answer."""
-    from lmlib.course import answers
-
+    known = _registered()
     problems = []
     for check in (c for c in nb.checks if c.kind != "check_prediction"):
         call, where = check.call, f"{nb.path.name} cell {check.cell}"
@@ -424,7 +436,7 @@ def reference_problems(nb: Notebook) -> list[str]:
         if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
             problems.append(f"{where}: check({ast.unparse(name) if name else ''}) must name its exercise literally")
             continue
-        if name.value not in answers.EXERCISES:
+        if name.value not in known:
             problems.append(f"{where}: check({name.value!r}) names no exercise of lmlib.course.answers")
         for arg in call.args[2:]:
             if any(isinstance(n, (ast.Call, ast.Lambda, ast.BinOp)) for n in ast.walk(arg)):
@@ -521,8 +533,7 @@ def _numbers_a_hint_spells_out(hint: str) -> list[float]:
 def _hints_that_are_the_answer(nb: Notebook) -> list[str]:
     """A check_value whose hint writes out arithmetic that evaluates to the expected value gives the answer away.
     The expected value is computed where it needs only the notebook's imports (lmlib's functions, math)."""
-    from lmlib.course import answers
-
+    known = _registered()
     problems, namespace = [], None
     for check in (c for c in nb.checks if c.kind in ("check_value", "check")):
         spelled = [v for part in _literal_parts(_argument(check.call, 99, "hint"))
@@ -531,7 +542,7 @@ def _hints_that_are_the_answer(nb: Notebook) -> list[str]:
             continue
         if check.kind == "check":
             name = _argument(check.call, 0, "exercise")
-            spec = answers.EXERCISES.get(getattr(name, "value", None))
+            spec = known.get(getattr(name, "value", None))
             if spec is None or spec.kind != "value" or len(check.call.args) > 2:
                 continue  # a function exercise, or one whose reference needs the notebook's objects
             value = float(spec.reference())

@@ -148,10 +148,10 @@ def test_check_names_its_exercise_and_hides_the_reference(capsys):
         f = torch.sigmoid(X @ cell.W_xf + H @ cell.W_hf + cell.b_f)
         o = torch.sigmoid(X @ cell.W_xo + H @ cell.W_ho + cell.b_o)
         c = f * C + (1 - f) * torch.tanh(X @ cell.W_xc + H @ cell.W_hc + cell.b_c)
-        return torch.cat([o * torch.tanh(c), c], dim=1)
+        return o * torch.tanh(c), c
 
     def plain_lstm(X, H, C, cell):
-        return torch.cat(cell(X, (H, C)), dim=1)
+        return cell(X, (H, C))
 
     assert bool(exercises.check("03 one coupled-gate LSTM step", cifg)) is True
     assert bool(exercises.check("03 one coupled-gate LSTM step", plain_lstm)) is False

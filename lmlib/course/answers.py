@@ -177,10 +177,10 @@ def _cifg_cases() -> list[tuple]:
 @_function("03 one coupled-gate LSTM step", lambda: _cifg_cases())
 def _cifg_step(X, H, C, cell) -> torch.Tensor:
     """One step of the LSTM variant with coupled input and forget gates (Greff et al. 2017, "CIFG"): I_t = 1 − F_t,
-    the input gate's own weights unused. Returns (H_t, C_t) concatenated on the last dimension."""
+    the input gate's own weights unused. Returns (H_t, C_t)."""
     g = cell.gates(X, H)
     C_t = g["F"] * C + (1 - g["F"]) * g["C_tilde"]
-    return torch.cat([g["O"] * torch.tanh(C_t), C_t], dim=1).detach()
+    return (g["O"] * torch.tanh(C_t)).detach(), C_t.detach()
 
 
 _value("03 parameters of nn.LSTM(200, 200)")(lambda: lstm_parameter_count(200, 200))

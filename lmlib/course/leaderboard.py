@@ -35,7 +35,7 @@ PUBLISHED = [
 # of lmlib/results, or "pretrained:<checkpoint>" for a shipped checkpoint's pretrain.json.
 COMMITTED = [
     ("01", "modified Kneser-Ney 5-gram, all of PTB (script)", "ngram"),
-    ("02", "NNLM (Bengio 2003), 5-gram window, direct connections (script)", "nnlm"),
+    ("02", "NNLM (Bengio 2003), 5-gram window, direct connections, last epoch (script)", "nnlm"),
     ("03", "LSTM 2x200, no dropout (Zaremba small, script)", "zaremba_small"),
     ("06", "AWD-LSTM (ULMFiT's general-domain LM, shipped)", "pretrained:awd_lstm_ptb"),
 ]

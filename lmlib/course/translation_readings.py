@@ -187,13 +187,14 @@ def pronoun_reading(readings: Mapping[str, Mapping], train_pairs: Sequence[tuple
     shift_se = statistics.stdev(per_head) / math.sqrt(heads)
     if _beyond(shift, shift_se):
         attention = (f"Between the two sentences the last layer's heads move 'it' {'towards' if shift > 0 else 'away from'} "
-                     f"the expected noun: the contrast (animal minus street, tired minus wide) is {shift:+.3f} ± "
-                     f"{shift_se:.3f} over its {heads} heads, beyond two standard errors"
+                     f"the expected noun: the contrast (animal minus street, tired minus wide) is {shift:+.4f} ± "
+                     f"{shift_se:.4f} over its {heads} heads ({shift / shift_se:+.1f} standard errors), beyond two standard errors"
                      + ("." if shift > 0 else ", the wrong way round."))
     else:
         attention = (f"The attention carries no verdict: the contrast (animal minus street, tired minus wide) is "
-                     f"{shift:+.3f} ± {shift_se:.3f} over the last layer's {heads} heads, within two standard errors of "
-                     "zero: the heads disagree with each other more than the two sentences differ.")
+                     f"{shift:+.4f} ± {shift_se:.4f} over the last layer's {heads} heads, "
+                     f"{shift / shift_se if shift_se else 0.0:+.1f} standard errors: within two standard errors of "
+                     "zero, the heads disagree with each other more than the two sentences differ.")
         if max(abs(m) for m in margins.values()) < 0.01:
             attention += (" The mean-of-heads margins in the list above are below 0.01 of a weight: at two decimals "
                           "the two nouns get equal weight.")
