@@ -9,7 +9,8 @@ to the model:
   get new rows initialised with the mean embedding (:func:`extend_vocab`, :func:`grow_vocab`);
 * the classifier of stage (c): the encoder under a new head, concat pooling
   h_c = [h_T, maxpool(H), meanpool(H)] (:func:`concat_pool`), then
-  BatchNorm → Dropout → Linear → ReLU → BatchNorm → Dropout → Linear (:class:`PoolingClassifierHead`).
+  BatchNorm → Dropout → Linear → ReLU → BatchNorm → Dropout → Linear (:class:`PoolingClassifierHead`);
+  a whole document is read through BPT3C (:func:`bpt3c`).
 
 Training them (STLR, discriminative rates, gradual unfreezing, the shipped pretrained checkpoint and the
 labelled-examples experiment) is the recipe :mod:`lmlib.recipes.ulmfit`.
@@ -110,17 +111,45 @@ class PoolingClassifierHead(nn.Module):
         return self.layers(h_c)
 
 
-class ULMFiTClassifier(nn.Module):
-    """AWD-LSTM encoder + concat pooling + head: ``model(ids, mask) -> logits (batch, n_classes)``."""
+def bpt3c(encoder: AWDLSTMEncoder, ids: torch.Tensor, bptt: int) -> torch.Tensor:
+    """Backpropagation through time for text classification (BPT3C; Howard & Ruder 2018, sec. 3.3): "We divide the
+    document into fixed-length batches of size b. At the beginning of each batch, the model is initialized with the
+    final state of the previous batch; we keep track of the hidden states for mean and max-pooling; gradients are
+    back-propagated to the batches whose hidden states contributed to the final prediction."
 
-    def __init__(self, encoder: AWDLSTMEncoder, n_classes: int, hidden: int = 50, p1: float = 0.2, p2: float = 0.1):
+    ``ids`` ``(batch, time)`` is read ``bptt`` tokens at a time, each piece starting from the previous piece's final
+    (h, c); that state is detached, so a gradient flows back within each piece only, as in truncated BPTT, while the
+    forward values are those of one pass over the whole document. Every piece's hidden states are pooled, so every
+    piece gets gradients. Returns the last layer's outputs for all of ``ids``, ``(batch, time, d)``.
+    """
+    state, pieces = None, []
+    for start in range(0, ids.size(1), bptt):
+        outputs, _, state = encoder(ids[:, start:start + bptt], state)  # outputs[-1]: (batch, ≤ bptt, d)
+        state = [(h.detach(), c.detach()) for h, c in state]  # the next piece starts here, no gradient across
+        pieces.append(outputs[-1])
+    return torch.cat(pieces, dim=1)
+
+
+class ULMFiTClassifier(nn.Module):
+    """AWD-LSTM encoder + concat pooling + head: ``model(ids, mask) -> logits (batch, n_classes)``.
+
+    With ``bptt`` set, a text longer than ``bptt`` tokens is read through :func:`bpt3c` (pieces of ``bptt`` tokens,
+    the state carried); ``None`` reads it in one pass, gradients through every step."""
+
+    def __init__(self, encoder: AWDLSTMEncoder, n_classes: int, hidden: int = 50, p1: float = 0.2, p2: float = 0.1,
+                 bptt: int | None = None):
         super().__init__()
-        self.encoder = encoder
+        if bptt is not None and (isinstance(bptt, bool) or not isinstance(bptt, int) or bptt < 1):
+            raise ValueError(f"bptt must be a whole number of tokens >= 1 (or None for one pass), got {bptt!r}")
+        self.encoder, self.bptt = encoder, bptt
         self.head = PoolingClassifierHead(3 * encoder.config.layer_sizes()[-1][1], n_classes, hidden, p1, p2)
 
     def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        outputs, _, _ = self.encoder(ids)  # outputs[-1]: last layer after output dropout
-        return self.head(concat_pool(outputs[-1], mask))
+        if self.bptt is not None and ids.size(1) > self.bptt:
+            H = bpt3c(self.encoder, ids, self.bptt)  # (batch, time, d)
+        else:
+            H = self.encoder(ids)[0][-1]  # last layer after output dropout: (batch, time, d)
+        return self.head(concat_pool(H, mask))
 
     def layer_groups(self) -> list[nn.Module]:
         """Lowest first: embedding, LSTM 1..L, head — the units of discriminative rates and unfreezing."""

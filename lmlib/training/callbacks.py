@@ -149,20 +149,42 @@ class GradualUnfreezing(Callback):
 
 
 class EarlyStopping(Callback):
-    """Stop when the validation loss has not improved for ``patience`` epochs, then restore the best weights."""
+    """Stop when the validation loss has not improved for ``patience`` epochs, then restore the best weights.
 
-    def __init__(self, patience: int = 2):
+    ``score`` (optional, a function of the trainer, higher is better, e.g. the accuracy on a dev split) is watched
+    instead of the epoch logs' ``valid_loss``; epochs of the fit before ``from_epoch`` (0-based, e.g. the partial
+    stages of gradual unfreezing) are not watched. ``scores`` holds the watched scores, ``best_epoch`` the epoch (the
+    trainer's 1-based count) whose weights are restored."""
+
+    def __init__(self, patience: int = 2, score: Callable[[Trainer], float] | None = None, from_epoch: int = 0):
         if patience < 1:
             raise ValueError(f"patience must be at least 1, got {patience}")
+        if from_epoch < 0:
+            raise ValueError(f"from_epoch must be at least 0, got {from_epoch}")
         self.patience, self.best, self.bad_epochs = patience, math.inf, 0
+        self.score, self.from_epoch = score, from_epoch
         self.best_state: dict | None = None
+        self.start_epoch: int | None = None
+        self.best_epoch: int | None = None
+        self.scores: list[float] = []
+
+    def on_fit_begin(self, trainer: Trainer) -> None:
+        if self.start_epoch is None:
+            self.start_epoch = trainer.epoch
 
     def on_epoch_end(self, trainer: Trainer, logs: dict[str, float]) -> None:
-        if "valid_loss" not in logs:
+        if trainer.epoch - 1 - (self.start_epoch or 0) < self.from_epoch:  # the trainer has counted this epoch
+            return
+        if self.score is not None:
+            self.scores.append(float(self.score(trainer)))
+            value = -self.scores[-1]  # lower is better, as for a loss
+        elif "valid_loss" not in logs:
             raise KeyError(f"EarlyStopping monitors 'valid_loss' but the epoch logs have {sorted(logs)}; "
                            f"pass validation data to fit()")
-        if logs["valid_loss"] < self.best:
-            self.best, self.bad_epochs = logs["valid_loss"], 0
+        else:
+            value = logs["valid_loss"]
+        if value < self.best:
+            self.best, self.bad_epochs, self.best_epoch = value, 0, trainer.epoch
             self.best_state = copy.deepcopy(trainer.model.state_dict())
         else:
             self.bad_epochs += 1
@@ -174,10 +196,13 @@ class EarlyStopping(Callback):
             trainer.model.load_state_dict(self.best_state)
 
     def state_dict(self) -> dict:
-        return {"best": self.best, "bad_epochs": self.bad_epochs, "best_state": self.best_state}
+        return {"best": self.best, "bad_epochs": self.bad_epochs, "best_state": self.best_state,
+                "start_epoch": self.start_epoch, "best_epoch": self.best_epoch, "scores": self.scores}
 
     def load_state_dict(self, state: dict) -> None:
         self.best, self.bad_epochs, self.best_state = float(state["best"]), int(state["bad_epochs"]), state["best_state"]
+        self.start_epoch, self.best_epoch = state.get("start_epoch"), state.get("best_epoch")
+        self.scores = list(state.get("scores", []))
 
 
 class TimeBudget(Callback):
