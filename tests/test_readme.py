@@ -82,11 +82,14 @@ def test_binder_launch_link_is_one_badge_line_a_course_edits_once():
 
 def test_setup_counts_its_commands_and_launches_lab_from_the_repository_root():
     setup = _section("Set up and run")
-    installs = [b for b in re.findall(r"^```bash\n(.*?)^```", setup, flags=re.M | re.S) if "pip install" in b]
-    words = {2: "two", 3: "three", 4: "four"}
+    blocks = [b for b in re.findall(r"^```bash\n(.*?)^```", setup, flags=re.M | re.S) if "pip install" in b]
     prose = " ".join(setup.split())
-    assert f"{words[len(installs)]} commands on Linux, {words[len(installs) - 1]} on macOS and Windows" in prose, \
-        f"README.md's set-up has {len(installs)} install commands (one of them Linux only), not what its prose counts"
+    assert "two commands on every system" in prose, "README.md's set-up no longer says two commands on every system"
+    assert len(blocks) == 1, f"README.md's set-up has {len(blocks)} install blocks, not one"
+    commands = [line for line in blocks[0].splitlines() if line.strip()]
+    assert len(commands) == 2 and "pip install -r requirements.txt" in commands[0] and "jupyter lab" in commands[1], \
+        f"the set-up block is not the two commands (install, then JupyterLab): {commands}"
+    assert "download.pytorch.org" not in blocks[0], "the CPU-wheel line is a download saving, not a set-up step"
     launches = re.findall(r"jupyter lab[^\n`]*", README)
     assert launches and all("--notebook-dir=." in line for line in launches), \
         f"a `jupyter lab` line does not serve the repository root (--notebook-dir=.): {launches}"

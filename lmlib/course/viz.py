@@ -2,6 +2,11 @@
 
 Figures are plain plotly ``go.Figure`` objects on plotly's default renderer, which in JupyterLab is a
 ~7 KB JSON bundle drawn by the bundled extension: no CDN, so they render offline.
+
+Importing this module makes the course's template ``"lmlib"`` plotly's default: ``plotly_white`` with the
+Okabe-Ito colours (Okabe & Ito 2008, *Color Universal Design*; told apart under the common colour-vision
+deficiencies) and, trace by trace, a different line dash and marker symbol, so curves differ by more than
+colour (WCAG 2.1, success criterion 1.4.1 "Use of Color").
 """
 
 from __future__ import annotations
@@ -12,8 +17,27 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 
 import plotly.graph_objects as go
+import plotly.io as pio
 
-LAYOUT = dict(template="plotly_white", margin=dict(l=60, r=20, t=50, b=50), height=380)
+# Okabe-Ito, most distinct first; their yellow (#F0E442) is left out: 1.2:1 against the white background
+PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")
+DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot", "5px,2px,1px,2px")
+SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "star", "triangle-down")
+
+
+def course_template() -> go.layout.Template:
+    """plotly_white with the course's colours; the n-th scatter trace gets the n-th colour, dash and symbol."""
+    template = go.layout.Template(pio.templates["plotly_white"])
+    template.layout.colorway = PALETTE
+    template.data.scatter = [go.Scatter(line=dict(dash=dash), marker=dict(symbol=symbol))
+                             for dash, symbol in zip(DASHES, SYMBOLS)]
+    return template
+
+
+pio.templates["lmlib"] = course_template()
+pio.templates.default = "lmlib"
+
+LAYOUT = dict(template="lmlib", margin=dict(l=60, r=20, t=50, b=50), height=380)
 
 
 def heatmap(
