@@ -69,10 +69,12 @@ def _pretrain_parser(groups) -> None:
                "written. A folder holding another model's or another config's checkpoint is refused. Progress: a bar "
                "on a terminal, else a line every tenth of the run (and at least once a minute), then a summary line.")
     p.add_argument("model", choices=list(PRETRAIN_MODELS), help="which checkpoint to train")
-    p.add_argument("--preset", choices=("teach", "full", "gpu"), default=None,
+    p.add_argument("--preset", choices=("teach", "full", "gpu", "cpu"), default=None,
                    help="teach: the same recipe on a sliver of the data with a tiny model and a few steps, seconds; "
                         "full: the recorded one-core recipe; gpu: the recipe sized for one GPU (wide batches built on "
-                        "the device, bf16 where the model allows, fused AdamW); the shipped folders accept only the "
+                        "the device, bf16 where the model allows, fused AdamW); cpu: the recipe planned for many evenings "
+                        "of a CPU (ulmfit-imdb and elmo: a sampled softmax and a schedule over the whole budget, "
+                        "stopped and resumed with --resume as often as needed); the shipped folders accept only the "
                         "preset their pretrain.json records. Default: the LMLIB_PRESET environment variable if set, else teach, the same default "
                         "as the notebooks, so a first try takes seconds; pass --preset full to reproduce a shipped "
                         "checkpoint")
@@ -87,6 +89,9 @@ def _pretrain_parser(groups) -> None:
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1, as the shipped runs)")
     p.add_argument("--checkpoint-every", type=int, default=None, metavar="N",
                    help="write resume.pt every N steps (default: 10 with --preset teach, 100 with full, 500 with gpu)")
+    p.add_argument("--checkpoint-minutes", type=float, default=10.0, metavar="M",
+                   help="also write resume.pt after M minutes of training since the last one (default 10; one "
+                        "process only). SIGTERM or Ctrl-C writes it too, then stops: --resume continues")
     p.add_argument("--stop-after", type=int, default=None, metavar="N",
                    help="stop after step N (counted from the start of the run, also when resuming) as if interrupted, "
                         "leaving the last resume.pt (to try --resume); N must lie between the step resumed from and "
@@ -170,10 +175,11 @@ def _pretrain(args: argparse.Namespace) -> int:
                                     f"{this}; add --preset {recorded} or choose another --out")
         if args.threads < 1:
             raise PretrainError(f"--threads must be at least 1, got {args.threads}")
-        every = args.checkpoint_every if args.checkpoint_every is not None else {"teach": 10, "full": 100}.get(preset, 500)
+        every = args.checkpoint_every if args.checkpoint_every is not None else {"teach": 10, "full": 100, "cpu": 2000}.get(preset, 500)
         # checks the device (and CUDA's bf16) now; the recipe's PretrainRun checks the folder, before any data is read
         options = RunOptions(device=args.device, bf16=args.bf16, checkpoint_every=every, resume=args.resume,
-                             stop_after=args.stop_after, deadline=args.deadline)
+                             stop_after=args.stop_after, deadline=args.deadline,
+                             checkpoint_seconds=args.checkpoint_minutes * 60)
         torch.set_num_threads(args.threads)
         # joins the process group when torchrun started this process (else does nothing); gloo for CPU tensors
         init_distributed(backend="auto" if pick_device(args.device).type == "cuda" else "gloo")

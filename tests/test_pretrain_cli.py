@@ -100,10 +100,9 @@ def test_pretrain_json_records_the_recipe_and_every_files_sha256(runs, model):
     assert "run" not in report  # a one-process float32 CPU run, like the recorded ones
 
 
-@pytest.mark.parametrize("module, directory", [(gpt, None), (bert, None),
-                                               (elmo, elmo.CHECKPOINT_DIR), (ulmfit, PRETRAINED_DIR)])
+@pytest.mark.parametrize("module, directory", [(gpt, None), (bert, None), (elmo, elmo.CHECKPOINT_DIR), (ulmfit, None)])
 def test_the_full_preset_is_the_recipe_recorded_in_the_shipped_pretrain_json(module, directory, tmp_path):
-    if directory is None:  # the shipped GPT and BERT came from the GPU recipe: this one made the ones shipped before
+    if directory is None:  # the shipped GPT, BERT and stage (a) came from the GPU recipe: this one made the ones before
         from lmlib.course.results import short_pretraining_report
 
         directory = tmp_path / module.NAME
@@ -543,3 +542,78 @@ def test_the_awd_lstms_perplexities_read_the_first_heldout_tokens_in_teach_and_t
     ids = ulmfit._ptb_ids(ulmfit.ptb_vocab(), "valid")
     assert torch.equal(seen[0], ids[:len(seen[0])])  # the first tokens, in order
     assert report["recipe"].get("heldout_tokens") == tokens and report["valid_ppl"] == 100.0
+
+
+def test_sigterm_writes_the_resume_checkpoint_and_stops_and_the_resumed_run_ends_as_one_uninterrupted(
+        tmp_path, monkeypatch, capsys):
+    """A stop asked for by SIGTERM (what a session's end or `kill` sends) is taken after the step in progress: the
+    checkpoint of that step is written, and --resume ends with the bytes of the run that was never stopped."""
+    import signal
+    import threading
+
+    from lmlib.training.trainer import Trainer
+
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signals reach only the main thread")
+    step = Trainer.train_step
+
+    def sigterm_after_step_5(self, batch):
+        step(self, batch)
+        if self.step == 5:
+            signal.raise_signal(signal.SIGTERM)
+
+    out, steps = tmp_path / "awd", ("--steps", str(STEPS), "--checkpoint-every", "100")
+    with monkeypatch.context() as patched:
+        patched.setattr(Trainer, "train_step", sigterm_after_step_5)
+        assert pretrain("awd-lstm", out, *steps) == 0
+    assert "stopped by SIGTERM after step" in capsys.readouterr().err
+    assert torch.load(out / RESUME, weights_only=True)["step"] in (5, 6)  # that step, or the next: no later
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handler is put back
+    assert pretrain("awd-lstm", out, *steps, "--resume") == 0
+    whole = tmp_path / "whole"
+    assert pretrain("awd-lstm", whole, *steps) == 0
+    assert (out / "awd_lstm_ptb.safetensors").read_bytes() == (whole / "awd_lstm_ptb.safetensors").read_bytes()
+
+
+def test_a_checkpoint_is_written_every_checkpoint_minutes_of_training(tmp_path, monkeypatch):
+    from lmlib.recipes import pretraining
+
+    clock = iter(range(0, 100_000, 40))  # every reading of the clock 40 s later
+    monkeypatch.setattr(pretraining.time, "perf_counter", lambda: float(next(clock)))
+    out = tmp_path / "awd"
+    assert pretrain("awd-lstm", out, "--steps", "10", "--checkpoint-every", "100", "--checkpoint-minutes", "1",
+                    "--stop-after", "5") == 0
+    assert torch.load(out / RESUME, weights_only=True)["step"] == 5  # written at least once a minute: step 5's
+    assert pretrain("awd-lstm", tmp_path / "never", "--steps", "10", "--checkpoint-every", "100",
+                    "--checkpoint-minutes", "1000", "--stop-after", "5") == 0
+    assert not (tmp_path / "never" / RESUME).exists()
+
+
+CPU_TRIAL = {  # model -> what makes its cpu preset a trial of seconds
+    "elmo": ["--set", "batch_size=4", "--set", "train_reviews=30", "--set", "valid_sentences=8", "--set", "sampled=16",
+             "--set", "milestones=[50]"],
+    "ulmfit-imdb": ["--set", "batch_size=4", "--set", "bptt=10", "--set", "train_reviews=30",
+                    "--set", "heldout_tokens=300", "--set", "sampled=16", "--set", "milestones=[50]"],
+}
+
+
+@pytest.mark.parametrize("model", list(CPU_TRIAL))
+def test_the_cpu_preset_trains_with_a_sampled_softmax_and_records_exact_perplexities(model, tmp_path, capsys):
+    out = tmp_path / model
+    assert cli.main(["pretrain", model, "--preset", "cpu", "--device", "cpu", "--steps", "3", "--out", str(out),
+                     *CPU_TRIAL[model]]) == 0, capsys.readouterr().err
+    report = json.loads((out / "pretrain.json").read_text())
+    assert report["recipe"]["sampled"] == 16 and "sampled softmax" in report["train_loss"]
+    milestone = json.loads((out / milestone_name(50) / "pretrain.json").read_text())
+    metric = "imdb_held_out_ppl" if model == "ulmfit-imdb" else "valid_forward_ppl"
+    assert math.isfinite(milestone[metric]) and milestone[metric] > 1
+    if model == "ulmfit-imdb":  # it goes on from the start folder's LM, whose vocabulary it keeps
+        start = json.loads((ulmfit._repo_path(report["recipe"]["start"]) / "pretrain.json").read_text())
+        assert report["start"]["sha256"] == start["sha256"]["ulmfit_imdb.safetensors"]
+        assert report["vocab_size"] == start["vocab_size"]
+
+
+def test_a_bad_sample_count_is_refused_before_any_work(tmp_path, capsys):
+    assert cli.main(["pretrain", "elmo", "--preset", "cpu", "--device", "cpu", "--out", str(tmp_path / "e"),
+                     "--set", "sampled=0"]) == 2
+    assert "sampled" in capsys.readouterr().err and not (tmp_path / "e").exists()

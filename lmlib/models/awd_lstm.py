@@ -126,10 +126,16 @@ class AWDLSTMLanguageModel(nn.Module):
         self.last_outputs: list[torch.Tensor] = []
         self.last_raw_outputs: list[torch.Tensor] = []
 
-    def forward(self, ids: torch.Tensor, state: State | None = None):
+    def features(self, ids: torch.Tensor, state: State | None = None):
+        """``(h, state)``: the last layer's output m_out ⊙ h_t^(L) ``(batch, time, size_L)``, the input of the output
+        layer ``decoder`` (a sampled softmax reads it with the decoder's weight and bias instead of all the logits)."""
         outputs, raw_outputs, state = self.encoder(ids, state)
         self.last_outputs, self.last_raw_outputs = outputs, raw_outputs
-        return self.decoder(outputs[-1]), state
+        return outputs[-1], state
+
+    def forward(self, ids: torch.Tensor, state: State | None = None):
+        h, state = self.features(ids, state)  # (B, T, size_L)
+        return self.decoder(h), state  # E h + b: (B, T, vocab)
 
     def layer_groups(self) -> list[nn.Module]:
         """The encoder's groups, with the decoder joining the top LSTM layer: its bias trains at that

@@ -368,8 +368,8 @@ class BiLM(nn.Module):
         backward = [reverse_padded(h, lengths) * m for h in self.backward_lm(reverse_padded(x, lengths))]
         return BiLMOutput(x, forward, backward, mask)
 
-    def nll(self, char_ids: torch.Tensor, word_ids: torch.Tensor,
-            out: BiLMOutput | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def nll(self, char_ids: torch.Tensor, word_ids: torch.Tensor, out: BiLMOutput | None = None,
+            sampled=None) -> tuple[torch.Tensor, torch.Tensor]:
         """(forward, backward) mean negative log likelihood per predicted word, the two halves of the §3.1 objective; exp of
         each is that direction's perplexity.
 
@@ -377,13 +377,15 @@ class BiLM(nn.Module):
         the same, so both go through :meth:`_next_word_nll` and predict the same number of words (one fewer than
         each sentence's length). ``word_ids`` ``(batch, time)`` are the softmax's ids of the same words. ``out``:
         this model's output for ``char_ids`` when the caller has computed it (a training loss under DDP must make
-        the call ``model(char_ids)`` itself, so that the gradients are averaged over the ranks).
+        the call ``model(char_ids)`` itself, so that the gradients are averaged over the ranks). ``sampled``: a loss
+        ``(h (N, d), targets (N,), weight, bias) -> mean NLL`` to use in place of the exact softmax, e.g. a
+        :class:`~lmlib.training.sampled_softmax.SampledSoftmax` in training, as Peters et al. (2018) trained theirs.
         """
         out = self(char_ids) if out is None else out
         lengths = out.mask.sum(dim=1)
-        forward = self._next_word_nll(out.forward[-1], word_ids, out.mask)
+        forward = self._next_word_nll(out.forward[-1], word_ids, out.mask, sampled)
         backward = self._next_word_nll(reverse_padded(out.backward[-1], lengths),
-                                       reverse_padded(word_ids, lengths), out.mask)
+                                       reverse_padded(word_ids, lengths), out.mask, sampled)
         return forward, backward
 
     def loss(self, char_ids: torch.Tensor, word_ids: torch.Tensor) -> torch.Tensor:
@@ -391,10 +393,14 @@ class BiLM(nn.Module):
         forward, backward = self.nll(char_ids, word_ids)
         return forward + backward
 
-    def _next_word_nll(self, top: torch.Tensor, word_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def _next_word_nll(self, top: torch.Tensor, word_ids: torch.Tensor, mask: torch.Tensor,
+                       sampled=None) -> torch.Tensor:
         """−mean_k log p(t_{k+1} | h_k): ``top`` ``(B, T, d)`` the top layer, read left to right."""
-        logits = self.softmax(self.drop(top[:, :-1]))  # (B, T−1, V): p(t_{k+1} | ...) = softmax(Θ_s h_k)
+        h = self.drop(top[:, :-1])  # h_k: (B, T−1, d)
         targets = word_ids[:, 1:].masked_fill(~mask[:, 1:], -100)  # (B, T−1); -100: no word to predict
+        if sampled is not None:
+            return sampled(h.reshape(-1, h.size(-1)), targets.reshape(-1), self.softmax.weight, self.softmax.bias)
+        logits = self.softmax(h)  # (B, T−1, V): p(t_{k+1} | ...) = softmax(Θ_s h_k)
         return F.cross_entropy(logits.reshape(-1, self.config.vocab_size), targets.reshape(-1), ignore_index=-100)
 
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):

@@ -46,7 +46,8 @@ from ..training.callbacks import GradientClipping
 from ..training.distributed import mean_over_ranks
 from ..training.schedules import WarmupCosine
 from ..training.trainer import Trainer
-from .pretraining import PretrainRun, RunOptions, last_losses, loss_curve, plan, unsup_split
+from ..training.sampled_softmax import SampledSoftmax, unigram_proposal
+from .pretraining import PretrainError, PretrainRun, RunOptions, last_losses, loss_curve, plan, unsup_split
 from .shipping import PRETRAINED_DIR, load_shipped, save_shipped
 
 NAME = "elmo_imdb"
@@ -65,6 +66,13 @@ PRETRAIN_TEACH = dict(recipe=dict(steps=30, vocab_size=1000, batch_size=8, train
 # tokens, with a checkpoint at 4M, 16M and 64M on the way; train_reviews (None: all) shortens a trial
 PRETRAIN_GPU = dict(recipe=dict(batch_size=1024, steps=7000, warmup=200, train_reviews=None,
                                 milestones=[4_000_000, 16_000_000, 64_000_000]))
+
+# `--preset cpu`: about 150M tokens on a CPU, run over several sessions (--resume): 128 sentences a step (an LSTM on a
+# CPU reads wide batches faster per token) at the same rate as the 1,024-sentence GPU run, the softmax sampled (1,024
+# shared negatives from the smoothed unigram of the training words) while training and exact when measuring.
+PRETRAIN_CPU = dict(recipe=dict(batch_size=128, steps=55_000, warmup=500, train_reviews=None, sampled=1024,
+                                proposal_power=0.75,
+                                milestones=[4_000_000, 16_000_000, 32_000_000, 64_000_000, 100_000_000]))
 
 _TOKEN = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)*|\d+(?:[.,]\d+)*|[^\w\s]|_")
 _SENTENCE_END = {".", "!", "?"}
@@ -158,15 +166,23 @@ def device_batches(sentences: Sequence[Sequence[str]], vocab: Vocab, batch_size:
         yield chars[t], softmax[t]
 
 
-def bilm_loss(model: BiLM, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+def bilm_objective(sampled=None):
     """The Trainer's loss: the §3.1 joint objective, forward plus backward mean NLL (:meth:`BiLM.loss`). It calls
     ``model(char_ids)`` itself, the call DDP averages gradients through; under torchrun the mean is taken over every
-    rank's predicted words (the shares' sentences differ in length)."""
-    char_ids, word_ids = batch
-    out = model(char_ids)
-    forward, backward = model.nll(char_ids, word_ids, out)
-    predicted_words = (out.mask.sum(dim=1) - 1).clamp(min=0).sum()  # each sentence predicts all but one word
-    return mean_over_ranks(forward + backward, predicted_words)
+    rank's predicted words (the shares' sentences differ in length). ``sampled`` (a
+    :class:`~lmlib.training.sampled_softmax.SampledSoftmax`) stands in for the exact softmax while the model trains."""
+
+    def loss_fn(model: BiLM, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        char_ids, word_ids = batch
+        out = model(char_ids)
+        forward, backward = model.nll(char_ids, word_ids, out, sampled if model.training else None)
+        predicted_words = (out.mask.sum(dim=1) - 1).clamp(min=0).sum()  # each sentence predicts all but one word
+        return mean_over_ranks(forward + backward, predicted_words)
+
+    return loss_fn
+
+
+bilm_loss = bilm_objective()  # with the exact softmax
 
 
 def evaluate_bilm(model: BiLM, sentences: Sequence[Sequence[str]], vocab: Vocab, batch_size: int = 64) -> dict:
@@ -192,8 +208,11 @@ def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full"
     """Train the biLM with ``preset``'s recipe and write the checkpoint to ``out_dir``; arguments and result as in
     :mod:`lmlib.recipes.pretraining`."""
     recipe, model_config, _ = plan(preset, steps, PRETRAIN_RECIPE, PRETRAIN_CONFIG, PRETRAIN_TEACH, gpu=PRETRAIN_GPU,
-                                   overrides=overrides)
+                                   overrides=overrides, cpu=PRETRAIN_CPU)
     recipe["warmup"] = min(recipe["warmup"], recipe["steps"] // 10)
+    if recipe.get("sampled") is not None and not (isinstance(recipe["sampled"], int) and recipe["sampled"] >= 1):
+        raise PretrainError(f"sampled (negatives of the sampled softmax) must be a whole number >= 1, got "
+                            f"{recipe['sampled']!r}")
     job = PretrainRun(NAME, out_dir, {"recipe": recipe, "config": model_config}, run, preset)
     seed_everything(recipe["seed"])
     start = time.perf_counter()
@@ -220,10 +239,21 @@ def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full"
         return save_shipped(folder, NAME, model.state_dict(), config.__dict__, report, side_files={"vocab.json": vocab.save})
 
     def milestone(folder: Path, trainer: Trainer, tokens: int) -> None:
+        # held-out perplexities with the exact softmax: evaluation draws no dropout mask, so the run goes on unchanged
+        held_out = {f"valid_{k}": v for k, v in evaluate_bilm(model, valid, vocab).items()}
         save(folder, {**about, "tokens_seen": round(trainer.step * tokens_per_step), "steps": trainer.step,
-                      "train_loss_curve": loss_curve(trainer.batch_losses)})
+                      **held_out, "train_loss_curve": loss_curve(trainer.batch_losses)})
 
-    trainer = Trainer(model, opt, bilm_loss,
+    sampled = None
+    if recipe.get("sampled"):  # Q from the training words' counts; <bos> and <eos> once a sentence each
+        n_covered = sum(counts[w] for w in vocab.itos if w in counts)
+        freq = [counts.get(w, 0) for w in vocab.itos]
+        freq[vocab.stoi[UNK]] += n_words - n_covered
+        freq[vocab.stoi[BOS]] = freq[vocab.stoi[EOS]] = len(train)
+        sampled = SampledSoftmax(unigram_proposal(torch.tensor(freq), recipe["proposal_power"]), recipe["sampled"])
+        about["train_loss"] = (f"sampled softmax, {recipe['sampled']} negatives: below the exact cross-entropy; "
+                               f"the perplexities are exact")
+    trainer = Trainer(model, opt, bilm_objective(sampled),
                       [WarmupCosine(recipe["steps"], recipe["warmup"], recipe["min_ratio"]),
                        GradientClipping(recipe["clip"]), job.progress(lambda batch: (batch[1] != pad).sum()),
                        *job.milestones(tokens_per_step, milestone)],

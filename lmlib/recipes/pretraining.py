@@ -7,13 +7,16 @@ computed (data, model, optimizer, schedule), a :class:`PretrainRun` *how* it is 
 
 * **presets** (:func:`plan`): ``full`` is the recorded recipe (``PRETRAIN_RECIPE``/``PRETRAIN_CONFIG``); ``teach`` the
   same recipe on a sliver of the data with a tiny model (``PRETRAIN_TEACH``), to try the command in seconds; ``gpu``
-  the recipe sized for one GPU (``PRETRAIN_GPU``): wide batches built on the device, their rate by the square-root rule
+  the recipe sized for one GPU (``PRETRAIN_GPU``), ``cpu`` the recipe planned for many evenings of a CPU
+  (``PRETRAIN_CPU``: a sampled softmax, its schedule laid over the whole budget, resumed run after run); ``gpu``:
+  wide batches built on the device, their rate by the square-root rule
   (:func:`~lmlib.training.schedules.scaled_lr`), bf16 where the model allows it (the LSTMs stay in float32), fused
   AdamW, and the loss read back every ``GPU_LOG_EVERY`` steps only, so the GPU never waits for the host.
 * **a time budget** (``RunOptions.deadline``): :class:`~lmlib.training.callbacks.TimeBudget` fits the schedule to it.
 * **milestones** (a recipe's ``milestones``): a checkpoint each time the tokens read pass one (:class:`Milestones`).
-* **resume**: every ``checkpoint_every`` steps the Trainer's state and every global random generator go to
-  ``<out>/resume.pt`` (atomically). A resumed run rebuilds data and model with the same seeds, loads it, and the
+* **resume**: every ``checkpoint_every`` steps, every ``checkpoint_seconds`` of training and when the process is
+  asked to stop (SIGTERM, or Ctrl-C's SIGINT) the Trainer's state and every global random generator go to
+  ``<out>/resume.pt`` (atomically); a stop then ends the run as ``stop_after`` does. A resumed run rebuilds data and model with the same seeds, loads it, and the
   Trainer drops the batches already taken, so the final weights equal an uninterrupted run's bit for bit. The file is
   deleted once ``pretrain.json`` is written.
 * **several processes** (torchrun): each global batch is split between the ranks
@@ -30,7 +33,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -46,7 +51,7 @@ from ..training.distributed import is_distributed, is_main_process, shard_batche
 from ..training.trainer import Callback, Trainer
 from .shipping import REPORT
 
-PRESETS = ("teach", "full", "gpu")
+PRESETS = ("teach", "full", "gpu", "cpu")
 RESUME = "resume.pt"
 GPU_LOG_EVERY = 100  # steps between reads of the loss from the device in the gpu preset
 
@@ -64,11 +69,14 @@ class RunOptions:
     """How a run is carried out, apart from the recipe: ``device`` ("cpu", "cuda" or "auto"), ``bf16`` autocast,
     a resumable checkpoint every ``checkpoint_every`` steps (None: none), ``resume`` from it, and ``stop_after``
     a step (to try ``resume``: the run stops there as if interrupted, its last checkpoint left in place); ``deadline``:
-    seconds of training the schedule is fitted to (:class:`~lmlib.training.callbacks.TimeBudget`)."""
+    seconds of training the schedule is fitted to (:class:`~lmlib.training.callbacks.TimeBudget`);
+    ``checkpoint_seconds``: a resumable checkpoint also after that many seconds since the last one (one process
+    only: under torchrun the ranks would not agree on the moment)."""
 
     device: str = "cpu"
     bf16: bool = False
     checkpoint_every: int | None = None
+    checkpoint_seconds: float | None = None
     resume: bool = False
     stop_after: int | None = None
     deadline: float | None = None
@@ -76,6 +84,8 @@ class RunOptions:
     def __post_init__(self):
         if self.deadline is not None and not self.deadline > 0:
             raise PretrainError(f"--deadline must be a positive number of seconds, got {self.deadline}")
+        if self.checkpoint_seconds is not None and not self.checkpoint_seconds > 0:
+            raise PretrainError(f"--checkpoint-minutes must be a positive number, got {self.checkpoint_seconds / 60:g}")
         for field in ("checkpoint_every", "stop_after"):
             value = getattr(self, field)
             if value is not None and value < 1:
@@ -100,16 +110,16 @@ class RunOptions:
 
 def plan(preset: str, steps: int | None, recipe: Mapping, config: Mapping, teach: Mapping,
          tokenizer: Mapping | None = None, gpu: Mapping | None = None,
-         overrides: Mapping | None = None) -> tuple[dict, dict, dict]:
+         overrides: Mapping | None = None, cpu: Mapping | None = None) -> tuple[dict, dict, dict]:
     """``(recipe, config, tokenizer recipe)`` of ``preset``: the recorded ones for ``full``, with the ``"recipe"``,
-    ``"config"`` and ``"tokenizer"`` overrides of ``teach`` or ``gpu`` for those presets (and without the recipe keys
-    in their ``"drop"``, values the preset does not use). ``overrides`` then replace recipe values by name (each must
-    be a key of the recipe) and ``steps`` (if given) the step count."""
+    ``"config"`` and ``"tokenizer"`` overrides of ``teach``, ``gpu`` or ``cpu`` for those presets (and without the
+    recipe keys in their ``"drop"``, values the preset does not use). ``overrides`` then replace recipe values by name
+    (each must be a key of the recipe) and ``steps`` (if given) the step count."""
     if preset not in PRESETS:
         raise PretrainError(f"unknown preset {preset!r}: use one of {', '.join(PRESETS)}")
-    if preset == "gpu" and gpu is None:
-        raise PretrainError("this model has no gpu preset")
-    over = {"teach": teach, "gpu": gpu}.get(preset) or {}
+    if preset in ("gpu", "cpu") and {"gpu": gpu, "cpu": cpu}[preset] is None:
+        raise PretrainError(f"this model has no {preset} preset")
+    over = {"teach": teach, "gpu": gpu, "cpu": cpu}.get(preset) or {}
     recipe = {k: v for k, v in {**recipe, **over.get("recipe", {})}.items() if k not in over.get("drop", ())}
     unknown = sorted(set(overrides or ()) - set(recipe))
     if unknown:
@@ -136,18 +146,46 @@ def last_losses(losses: list[float]) -> dict:
 
 
 class _RunControl(Callback):
-    """Writes the resume checkpoint every ``every`` steps and stops after ``stop_after``: one callback, always
-    present, so a checkpoint's callback list matches whatever options the resuming run was given."""
+    """Writes the resume checkpoint every ``every`` steps, every ``checkpoint_seconds`` and when the process is asked
+    to stop (``signalled``: set by :meth:`PretrainRun.fit`'s SIGTERM/SIGINT handler), and stops after ``stop_after``
+    or such a signal: one callback, always present, so a checkpoint's callback list matches whatever options the
+    resuming run was given."""
 
     def __init__(self, run: PretrainRun):
         self.run = run
+        self.signalled: str | None = None
+        self.last_save = time.perf_counter()
 
     def on_batch_end(self, trainer: Trainer, loss) -> None:
-        every, stop = self.run.options.checkpoint_every, self.run.options.stop_after
-        if every is not None and trainer.step % every == 0:
+        options = self.run.options
+        every, stop, seconds = options.checkpoint_every, options.stop_after, options.checkpoint_seconds
+        due = every is not None and trainer.step % every == 0
+        if not is_distributed():  # the ranks would not agree on a moment or a signal: steps only there
+            due = due or self.signalled is not None
+            due = due or (seconds is not None and time.perf_counter() - self.last_save >= seconds)
+        if due:
             trainer.save_checkpoint(self.run.resume_path, {"run": self.run.meta, "world_sizes": self.run.world_sizes})
+            self.last_save = time.perf_counter()
+        if self.signalled is not None and not is_distributed():
+            raise StopRequested(f"stopped by {self.signalled} after step {trainer.step}, {self.run.resume_path} "
+                                f"written")
         if stop is not None and trainer.step >= stop:
             raise StopRequested(f"stopped after step {trainer.step} as asked (--stop-after {stop})")
+
+
+def _catch_stop_signals(control: _RunControl) -> dict:
+    """Make SIGTERM and SIGINT ask ``control`` to checkpoint and stop after the step in progress (instead of killing
+    the process mid-step); returns the handlers it replaced. Signals reach only the main thread: elsewhere, nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+
+    def ask_to_stop(signum, frame):
+        control.signalled = signal.Signals(signum).name
+
+    replaced = {}
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        replaced[sig] = signal.signal(sig, ask_to_stop)
+    return replaced
 
 
 class Milestones(Callback):
@@ -321,7 +359,8 @@ class PretrainRun:
         summary line of :meth:`progress` (also when the run stops after ``stop_after``). Sets ``train_seconds``."""
         if self.options.deadline is not None:
             trainer.callbacks.append(TimeBudget(self.options.deadline, steps=self.meta["recipe"]["steps"]))
-        trainer.callbacks.append(_RunControl(self))
+        control = _RunControl(self)
+        trainer.callbacks.append(control)
         if self.options.resume:
             trainer.load_checkpoint(self.resume_path)  # also restores every global random generator
             if is_main_process():
@@ -331,11 +370,15 @@ class PretrainRun:
                           f"the same global batches, so the same steps up to float rounding (not bit for bit)",
                           flush=True)
         start = time.perf_counter()
+        handlers = _catch_stop_signals(control)
         try:
             trainer.fit(shard_batches(batches) if is_distributed() else batches, epochs=1)
         except BaseException as error:
             self._close_progress(summary=isinstance(error, StopRequested))
             raise
+        finally:
+            for sig, handler in handlers.items():
+                signal.signal(sig, handler)
         self.train_seconds = time.perf_counter() - start
         self._close_progress(summary=True)
         return trainer

@@ -36,7 +36,8 @@ from ..text.truncation import head_and_tail  # noqa: F401 (notebook 07 and the b
 from ..text.vocab import PAD, UNK, Vocab
 from ..training.callbacks import GradientClipping, GradualUnfreezing
 from ..training.objectives import StatefulLMLoss, classification_loss
-from ..training.schedules import STLR, discriminative_param_groups, scaled_lr
+from ..training.sampled_softmax import SampledSoftmax, unigram_proposal
+from ..training.schedules import STLR, discriminative_param_groups, scaled_lr, stlr
 from ..training.trainer import Trainer, evaluate
 from .pretraining import PretrainError, PretrainRun, loss_curve, plan
 from .shipping import PRETRAINED_DIR, REPORT, load_shipped, save_shipped
@@ -185,9 +186,23 @@ IMDB_GPU = dict(recipe=dict(batch_size=256, steps=8400, eta_max=scaled_lr(4e-3, 
                             milestones=[4_000_000, 16_000_000, 64_000_000]))
 _CLITICS = ("n't", "'s", "'re", "'ve", "'ll", "'d", "'m")
 
+# `--preset cpu`: 150M tokens on a CPU, run over several sessions (--resume), from the GPU-staged stage (b) LM (13.5M
+# IMDb tokens, its 16,001-word vocabulary kept, so the fp16 file stays under 10 MB); the softmax sampled (1,024 shared
+# negatives from the smoothed unigram of the training text) while training, exact when measuring; checkpoints at the
+# milestones the transfer probes read.
+IMDB_CPU = dict(recipe=dict(steps=67_000, train_reviews=None, heldout_tokens=None, stage_a=None,
+                            start="lmlib/results/gpu_pretraining/ulmfit_imdb", sampled=1024, proposal_power=0.75,
+                            milestones=[4_000_000, 16_000_000, 32_000_000, 64_000_000, 100_000_000]))
 
 def review_tokens(text: str) -> list[str]:
     """An IMDb review as PTB-style tokens, so the PTB vocabulary covers as much of it as it can: lower case,
+def _repo_path(path: str) -> Path:
+    """``path`` as given when it exists, else read from the checkout's root (the folder above ``lmlib``), so a
+    recipe can name a committed folder (``lmlib/results/...``) whatever the working directory."""
+    given = Path(path)
+    return given if given.exists() or given.is_absolute() else PRETRAINED_DIR.parent.parent / given
+
+
     numbers written ``N``, punctuation split off (:func:`lmlib.recipes.elmo.tokenize`) and clitics too
     (``don't`` -> ``do n't``, ``film's`` -> ``film 's``), as the Penn Treebank writes them."""
     from .elmo import tokenize as word_tokens
@@ -261,14 +276,23 @@ def finetune_imdb(out_dir: str | Path, steps: int | None = None, preset: str = "
     rates and STLR (the reviews read again when the steps outlast them), and write it with :func:`save_pretrained`.
     Perplexity on held-out reviews (and on PTB test, to see what the general domain loses) is measured before and
     after. ``run`` and ``overrides`` as for :func:`pretrain`. Returns the report (None on a rank other than 0)."""
-    recipe, _, _ = plan(preset, steps, IMDB_RECIPE, {}, IMDB_TEACH, gpu=IMDB_GPU, overrides=overrides)
+    recipe, _, _ = plan(preset, steps, IMDB_RECIPE, {}, IMDB_TEACH, gpu=IMDB_GPU, overrides=overrides, cpu=IMDB_CPU)
+    start_dir = _repo_path(recipe["start"]) if recipe.get("start") else None
     stage_a_dir = Path(recipe.get("stage_a") or PRETRAINED_DIR)
-    if not (stage_a_dir / REPORT).is_file():
+    if start_dir is not None and not (start_dir / REPORT).is_file():
+        raise PretrainError(f"start {start_dir} holds no stage (b) checkpoint (pretrain.json)")
+    if start_dir is None and not (stage_a_dir / REPORT).is_file():
         raise PretrainError(f"stage_a {stage_a_dir} holds no stage (a) checkpoint (pretrain.json)")
     job = PretrainRun(IMDB_NAME, out_dir, {"recipe": recipe, "config": {}}, run, preset)
     seed_everything(recipe["seed"])
+    if recipe.get("sampled") is not None and not (isinstance(recipe["sampled"], int) and recipe["sampled"] >= 1):
+        raise PretrainError(f"sampled (negatives of the sampled softmax) must be a whole number >= 1, got "
+                            f"{recipe['sampled']!r}")
     lm_texts, held_out = imdb_lm_texts(recipe["held_out_reviews"], recipe["seed"], recipe.get("train_reviews"))
-    lm, vocab = imdb_vocab_and_lm(lm_texts, recipe=recipe)
+    if start_dir is not None:  # go on training a stage (b) LM, its vocabulary as it is
+        lm, vocab = load_pretrained(start_dir, **recipe["dropouts"])
+    else:
+        lm, vocab = imdb_vocab_and_lm(lm_texts, recipe=recipe)
     need = recipe["batch_size"] * (recipe["steps"] * recipe["bptt"] + 1)
     read = itertools.accumulate(len(t) + 1 for t in lm_texts)  # tokens, <eos> included, up to each review
     used = next((k + 1 for k, n in enumerate(read) if n >= need), len(lm_texts))
@@ -283,26 +307,41 @@ def finetune_imdb(out_dir: str | Path, steps: int | None = None, preset: str = "
     before = perplexities()
     if job.writes:
         print(json.dumps({"before": before}), flush=True)
-    stage_a = json.loads((stage_a_dir / REPORT).read_text())
     about = {"model": "AWD-LSTM (lmlib.models.awd_lstm): ULMFiT stage (b), the PTB LM fine-tuned on IMDb reviews",
              "rebuild": IMDB_REBUILD if preset == "full" else None, "recipe": recipe,
-             "stage_a": {"sha256": stage_a["sha256"]["awd_lstm_ptb.safetensors"], "tokens_seen": stage_a["tokens_seen"],
-                         "ptb_test_ppl": stage_a["test_ppl"]},
              "vocab_size": len(vocab), "new_words": len(vocab) - len(ptb_vocab()), "reviews_available": len(lm_texts),
              "reviews_used": used}
     seed_everything(recipe["seed"])
     windows = list(bptt_batches(batchify(train_ids.to(job.device), recipe["batch_size"]), recipe["bptt"]))
+    if start_dir is not None:
+        start = json.loads((start_dir / REPORT).read_text())
+        about["stage_a"] = start["stage_a"]
+        about["start"] = {"sha256": start["sha256"][f"{IMDB_NAME}.safetensors"], "tokens_seen": start["tokens_seen"]}
+    else:
+        stage_a = json.loads((stage_a_dir / REPORT).read_text())
+        about["stage_a"] = {"sha256": stage_a["sha256"]["awd_lstm_ptb.safetensors"],
+                            "tokens_seen": stage_a["tokens_seen"], "ptb_test_ppl": stage_a["test_ppl"]}
     batches = [windows[i % len(windows)] for i in range(recipe["steps"])]  # the reviews again after the last
     opt = job.adam(discriminative_param_groups(lm.layer_groups(), recipe["eta_max"], recipe["factor"]), adamw=False,
                    betas=(0.8, 0.99))
     tokens_per_step = recipe["batch_size"] * recipe["bptt"]
 
     def milestone(folder: Path, trainer: Trainer, tokens: int) -> None:
+    sampled = None
+    if recipe.get("sampled"):  # Q from the training text's word counts
+        counts = torch.bincount(train_ids, minlength=len(vocab))
+        sampled = SampledSoftmax(unigram_proposal(counts, recipe["proposal_power"]), recipe["sampled"])
+
+    if sampled is not None:
+        about["train_loss"] = (f"sampled softmax, {recipe['sampled']} negatives: below the exact cross-entropy; "
+                               f"the perplexities are exact")
         save_pretrained(lm, vocab, folder, {**about, "config": lm.config.__dict__, "tokens_seen": trainer.step * tokens_per_step,
-                                            "steps": trainer.step, "train_loss_curve": loss_curve(trainer.batch_losses)},
+                                            "steps": trainer.step, "imdb_held_out_ppl": evaluate_lm(lm, held_ids),
+                                            "train_loss_curve": loss_curve(trainer.batch_losses)},
+        # the held-out perplexity, exact: evaluate's eval mode draws no dropout mask, so the run goes on unchanged
                         stem=IMDB_NAME)
 
-    trainer = Trainer(lm, opt, StatefulLMLoss(state_batch_dim=1),
+    trainer = Trainer(lm, opt, StatefulLMLoss(state_batch_dim=1, sampled=sampled),
                       [STLR(recipe["steps"]), GradientClipping(0.5), job.progress(lambda batch: batch.x.numel()),
                        *job.milestones(tokens_per_step, milestone)], **job.trainer_options())
     job.fit(trainer, lambda epoch: batches)

@@ -41,15 +41,20 @@ class StatefulLMLoss:
     detached, so gradients stop at the window boundary. ``reset()`` (called by the Trainer before each
     pass) starts again from a zero state.
 
+    ``sampled`` (a :class:`~lmlib.training.sampled_softmax.SampledSoftmax`) replaces the exact softmax while the
+    model trains: the loss then calls ``model.features(x, state) -> (h, state)`` and reads the output layer
+    ``model.decoder``'s weight and bias; in eval mode the loss is always the exact cross-entropy.
+
     ``state_batch_dim`` is where the state's tensors hold one row per stream: 1 for ``nn.LSTM``'s and the
     AWD-LSTM's ``(layers, batch, hidden)``, 0 for Transformer-XL's ``(batch, memory, d_model)`` memories. Knowing it,
     :meth:`regroup_state` moves a run's carried state to another number of processes when a checkpoint resumes
     (under DDP each rank carries the rows of its own streams).
     """
 
-    def __init__(self, state_batch_dim: int | None = None):
+    def __init__(self, state_batch_dim: int | None = None, sampled=None):
         self.state = None
         self.state_batch_dim = state_batch_dim
+        self.sampled = sampled
 
     def reset(self) -> None:
         self.state = None
@@ -86,9 +91,15 @@ class StatefulLMLoss:
 
     def __call__(self, model, batch) -> BatchResult:
         x, y = batch
-        logits, state = model(x, map_tensors(self.state, torch.Tensor.detach))
+        state = map_tensors(self.state, torch.Tensor.detach)
+        if self.sampled is not None and model.training:
+            h, state = model.features(x, state)  # (B, T, d): the output layer's input
+            out = model.decoder
+            loss = self.sampled(h.reshape(-1, h.size(-1)), y.reshape(-1), out.weight, out.bias)
+        else:
+            logits, state = model(x, state)
+            loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1))
         self.state = map_tensors(state, torch.Tensor.detach)
-        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1))
         return BatchResult(loss, y.numel())
 
 
