@@ -126,7 +126,8 @@ class Svg:
         return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{self.width}" height="{self.height}" '
                 f'viewBox="0 0 {self.width} {self.height}" role="img" aria-label="{escape(self.title)}" '
                 f'font-family="{FONT}" font-size="13" fill="{INK}" text-anchor="middle">\n'
-                f"<title>{escape(self.title)}</title>\n<defs>{markers}{shapes}</defs>\n"
+                f"<title>{escape(self.title.split(': ', 1)[0])}</title>\n<desc>{escape(self.title)}</desc>\n"
+                f"<defs>{markers}{shapes}</defs>\n"
                 f'<rect width="{self.width}" height="{self.height}" fill="white"/>\n'
                 + "\n".join(self.parts) + "\n</svg>\n")
 
