@@ -1,10 +1,13 @@
 """tests/benchmarks/bench_ulmfit_stage_c_dev.py and bench_ulmfit_stage_c_test.py: stage (c)'s settings chosen by dev
 accuracy alone, rows of an earlier sweep copied only when a row measured again reproduces them, and the random init
-tested only at the length its own dev runs chose."""
+tested only at the length its own dev runs chose; bench_ulmfit_stage_c.py (the paper's stage (c) on any checkpoint):
+each condition's length chosen on dev by seed 0, and its rows read at that length alone."""
 
 import json
 import sys
 from pathlib import Path
+
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "benchmarks"))
 
@@ -84,3 +87,55 @@ def test_a_rerun_with_more_seeds_keeps_what_the_shared_seeds_measured(tmp_path):
     assert kept_rows(out, more, "cd" * 32, more_seeds=True) == []  # another checkpoint
     assert kept_rows(out, {**more, "test_reviews": 500}, "ab" * 32, more_seeds=True) == []  # other settings
     assert kept_rows(out, settings, "ab" * 32) == rows and kept_rows(out, more, "ab" * 32) == []  # the default
+
+
+# -- bench_ulmfit_stage_c.py: the paper's stage (c) on any checkpoint ----------------------------------------------
+
+def c_row(condition, n, seed, max_len, dev, test):
+    return dict(condition=condition, n_labels=n, seed=seed, max_len=max_len, dev_accuracy=dev, test_accuracy=test)
+
+
+def test_the_length_is_chosen_on_dev_by_seed_0_once_every_length_ran_and_ties_go_to_the_shorter():
+    import bench_ulmfit_stage_c as C
+
+    settings = {**C.SETTINGS, "lengths": [128, C.WHOLE]}
+    rows = [c_row("ulmfit", 1000, 0, 128, 0.70, 0.99)]
+    assert C.chosen_length(rows, "ulmfit", 1000, settings) is None
+    rows.append(c_row("ulmfit", 1000, 0, C.WHOLE, 0.72, 0.10))  # the test accuracy plays no part
+    assert C.chosen_length(rows, "ulmfit", 1000, settings) == C.WHOLE
+    rows += [c_row("scratch", 1000, 0, 128, 0.6, 0.5), c_row("scratch", 1000, 0, C.WHOLE, 0.6, 0.9)]
+    assert C.chosen_length(rows, "scratch", 1000, settings) == 128
+    assert C.chosen_length(rows + [c_row("ulmfit", 1000, 1, 128, 0.99, 0.99)], "ulmfit", 1000, settings) == C.WHOLE
+
+
+def test_the_ablation_and_other_seeds_run_only_at_the_chosen_length_and_nothing_runs_twice():
+    import bench_ulmfit_stage_c as C
+
+    settings = {**C.SETTINGS, "sizes": [1000], "seeds": [0, 1], "lengths": [128, C.WHOLE]}
+    todo = C.jobs(settings, [])
+    assert [(j["condition"], j["max_len"]) for j in todo[:4]] == [("ulmfit", 128), ("ulmfit", C.WHOLE),
+                                                                  ("scratch", 128), ("scratch", C.WHOLE)]
+    assert not any(j["condition"] == "ulmfit_flat" or j["seed"] == 1 and j["condition"] != "bow" for j in todo)
+    rows = [c_row("ulmfit", 1000, 0, 128, 0.70, 0.7), c_row("ulmfit", 1000, 0, C.WHOLE, 0.75, 0.7)]
+    todo = C.jobs(settings, rows)
+    runs = [(j["condition"], j["seed"], j["max_len"]) for j in todo if j["condition"] != "bow"]
+    assert ("ulmfit_flat", 0, C.WHOLE) in runs and ("ulmfit", 1, C.WHOLE) in runs and ("ulmfit", 1, 128) not in runs
+    assert ("ulmfit", 0, 128) not in runs and not any(c == "scratch" and s == 1 for c, s, _ in runs)
+    assert runs.index(("ulmfit_flat", 0, C.WHOLE)) < runs.index(("ulmfit", 1, C.WHOLE))  # seed 0 first
+
+
+def test_the_summary_reads_each_condition_at_its_chosen_length_with_standard_errors():
+    import bench_ulmfit_stage_c as C
+
+    settings = {**C.SETTINGS, "sizes": [1000], "seeds": [0, 1], "lengths": [128, C.WHOLE]}
+    rows = [c_row("ulmfit", 1000, 0, 128, 0.70, 0.80), c_row("ulmfit", 1000, 0, C.WHOLE, 0.75, 0.84),
+            c_row("ulmfit", 1000, 1, C.WHOLE, 0.74, 0.86), c_row("scratch", 1000, 0, 128, 0.6, 0.70),
+            c_row("scratch", 1000, 0, C.WHOLE, 0.5, 0.99), c_row("scratch", 1000, 1, 128, 0.6, 0.72)]
+    rows += [dict(condition="bow", view=C.WHOLE, n_labels=1000, seed=s, test_accuracy=a) for s, a in ((0, .8), (1, .82))]
+    out = {s["condition"]: s for s in C.summarise(rows, settings)}
+    assert out["ulmfit"]["max_len"] == C.WHOLE and out["ulmfit"]["mean"] == pytest.approx(0.85)
+    assert out["ulmfit"]["se"] == pytest.approx(0.01) and out["ulmfit"]["seeds"] == 2
+    assert out["scratch"]["max_len"] == 128 and out["scratch"]["mean"] == pytest.approx(0.71)  # not the 0.99
+    diff = out["ulmfit - scratch"]
+    assert diff["difference"] == pytest.approx(0.14) and diff["se"] == pytest.approx((0.01 ** 2 + 0.01 ** 2) ** 0.5)
+    assert diff["beyond_two_se"] and out["ulmfit - bow_whole"]["difference"] == pytest.approx(0.04)

@@ -34,7 +34,7 @@ from ..runtime import seed_everything
 from ..text.batching import batchify, bptt_batches, classification_batches
 from ..text.truncation import head_and_tail  # noqa: F401 (notebook 07 and the benchmarks read it here)
 from ..text.vocab import PAD, UNK, Vocab
-from ..training.callbacks import GradientClipping, GradualUnfreezing
+from ..training.callbacks import EarlyStopping, GradientClipping, GradualUnfreezing, LRSchedule
 from ..training.objectives import StatefulLMLoss, classification_loss
 from ..training.sampled_softmax import SampledSoftmax, unigram_proposal
 from ..training.schedules import STLR, discriminative_param_groups, scaled_lr, stlr
@@ -184,8 +184,6 @@ IMDB_TEACH = dict(recipe=dict(steps=6, batch_size=4, bptt=20, max_new=300, train
 IMDB_GPU = dict(recipe=dict(batch_size=256, steps=8400, eta_max=scaled_lr(4e-3, 64, 256), max_new=20_000,
                             train_reviews=None, heldout_tokens=None, stage_a=None,
                             milestones=[4_000_000, 16_000_000, 64_000_000]))
-_CLITICS = ("n't", "'s", "'re", "'ve", "'ll", "'d", "'m")
-
 # `--preset cpu`: 150M tokens on a CPU, run over several sessions (--resume), from the GPU-staged stage (b) LM (13.5M
 # IMDb tokens, its 16,001-word vocabulary kept, so the fp16 file stays under 10 MB); the softmax sampled (1,024 shared
 # negatives from the smoothed unigram of the training text) while training, exact when measuring; checkpoints at the
@@ -193,9 +191,9 @@ _CLITICS = ("n't", "'s", "'re", "'ve", "'ll", "'d", "'m")
 IMDB_CPU = dict(recipe=dict(steps=67_000, train_reviews=None, heldout_tokens=None, stage_a=None,
                             start="lmlib/results/gpu_pretraining/ulmfit_imdb", sampled=1024, proposal_power=0.75,
                             milestones=[4_000_000, 16_000_000, 32_000_000, 64_000_000, 100_000_000]))
+_CLITICS = ("n't", "'s", "'re", "'ve", "'ll", "'d", "'m")
 
-def review_tokens(text: str) -> list[str]:
-    """An IMDb review as PTB-style tokens, so the PTB vocabulary covers as much of it as it can: lower case,
+
 def _repo_path(path: str) -> Path:
     """``path`` as given when it exists, else read from the checkout's root (the folder above ``lmlib``), so a
     recipe can name a committed folder (``lmlib/results/...``) whatever the working directory."""
@@ -203,6 +201,8 @@ def _repo_path(path: str) -> Path:
     return given if given.exists() or given.is_absolute() else PRETRAINED_DIR.parent.parent / given
 
 
+def review_tokens(text: str) -> list[str]:
+    """An IMDb review as PTB-style tokens, so the PTB vocabulary covers as much of it as it can: lower case,
     numbers written ``N``, punctuation split off (:func:`lmlib.recipes.elmo.tokenize`) and clitics too
     (``don't`` -> ``do n't``, ``film's`` -> ``film 's``), as the Penn Treebank writes them."""
     from .elmo import tokenize as word_tokens
@@ -283,11 +283,11 @@ def finetune_imdb(out_dir: str | Path, steps: int | None = None, preset: str = "
         raise PretrainError(f"start {start_dir} holds no stage (b) checkpoint (pretrain.json)")
     if start_dir is None and not (stage_a_dir / REPORT).is_file():
         raise PretrainError(f"stage_a {stage_a_dir} holds no stage (a) checkpoint (pretrain.json)")
-    job = PretrainRun(IMDB_NAME, out_dir, {"recipe": recipe, "config": {}}, run, preset)
-    seed_everything(recipe["seed"])
     if recipe.get("sampled") is not None and not (isinstance(recipe["sampled"], int) and recipe["sampled"] >= 1):
         raise PretrainError(f"sampled (negatives of the sampled softmax) must be a whole number >= 1, got "
                             f"{recipe['sampled']!r}")
+    job = PretrainRun(IMDB_NAME, out_dir, {"recipe": recipe, "config": {}}, run, preset)
+    seed_everything(recipe["seed"])
     lm_texts, held_out = imdb_lm_texts(recipe["held_out_reviews"], recipe["seed"], recipe.get("train_reviews"))
     if start_dir is not None:  # go on training a stage (b) LM, its vocabulary as it is
         lm, vocab = load_pretrained(start_dir, **recipe["dropouts"])
@@ -311,8 +311,6 @@ def finetune_imdb(out_dir: str | Path, steps: int | None = None, preset: str = "
              "rebuild": IMDB_REBUILD if preset == "full" else None, "recipe": recipe,
              "vocab_size": len(vocab), "new_words": len(vocab) - len(ptb_vocab()), "reviews_available": len(lm_texts),
              "reviews_used": used}
-    seed_everything(recipe["seed"])
-    windows = list(bptt_batches(batchify(train_ids.to(job.device), recipe["batch_size"]), recipe["bptt"]))
     if start_dir is not None:
         start = json.loads((start_dir / REPORT).read_text())
         about["stage_a"] = start["stage_a"]
@@ -321,12 +319,12 @@ def finetune_imdb(out_dir: str | Path, steps: int | None = None, preset: str = "
         stage_a = json.loads((stage_a_dir / REPORT).read_text())
         about["stage_a"] = {"sha256": stage_a["sha256"]["awd_lstm_ptb.safetensors"],
                             "tokens_seen": stage_a["tokens_seen"], "ptb_test_ppl": stage_a["test_ppl"]}
+    seed_everything(recipe["seed"])
+    windows = list(bptt_batches(batchify(train_ids.to(job.device), recipe["batch_size"]), recipe["bptt"]))
     batches = [windows[i % len(windows)] for i in range(recipe["steps"])]  # the reviews again after the last
     opt = job.adam(discriminative_param_groups(lm.layer_groups(), recipe["eta_max"], recipe["factor"]), adamw=False,
                    betas=(0.8, 0.99))
     tokens_per_step = recipe["batch_size"] * recipe["bptt"]
-
-    def milestone(folder: Path, trainer: Trainer, tokens: int) -> None:
     sampled = None
     if recipe.get("sampled"):  # Q from the training text's word counts
         counts = torch.bincount(train_ids, minlength=len(vocab))
@@ -335,10 +333,12 @@ def finetune_imdb(out_dir: str | Path, steps: int | None = None, preset: str = "
     if sampled is not None:
         about["train_loss"] = (f"sampled softmax, {recipe['sampled']} negatives: below the exact cross-entropy; "
                                f"the perplexities are exact")
+
+    def milestone(folder: Path, trainer: Trainer, tokens: int) -> None:
+        # the held-out perplexity, exact: evaluate's eval mode draws no dropout mask, so the run goes on unchanged
         save_pretrained(lm, vocab, folder, {**about, "config": lm.config.__dict__, "tokens_seen": trainer.step * tokens_per_step,
                                             "steps": trainer.step, "imdb_held_out_ppl": evaluate_lm(lm, held_ids),
                                             "train_loss_curve": loss_curve(trainer.batch_losses)},
-        # the held-out perplexity, exact: evaluate's eval mode draws no dropout mask, so the run goes on unchanged
                         stem=IMDB_NAME)
 
     trainer = Trainer(lm, opt, StatefulLMLoss(state_batch_dim=1, sampled=sampled),
@@ -363,19 +363,66 @@ def finetune_imdb(out_dir: str | Path, steps: int | None = None, preset: str = "
 
 # -- (c) the classifier ---------------------------------------------------------------------------------
 
+def stage_stlr(t: int, stages: Sequence[int], cut_frac: float = 0.1, ratio: float = 32.0) -> float:
+    """The rate factor at step ``t`` when each stage of training (``stages``: their lengths in steps, in order) has
+    a slanted triangle of its own: :func:`~lmlib.training.schedules.stlr` at ``t`` minus the stage's first step, over
+    the stage's length. Howard & Ruder's classifier script (fastai's ``imdb_scripts/train_clas.py``) runs each
+    unfreezing stage as one ``fit`` with its own triangle, so a group unfrozen late still meets a peak rate."""
+    start = 0
+    for length in stages:
+        if t < start + length:
+            return stlr(t - start, length, cut_frac, ratio, eta_max=1.0)
+        start += length
+    raise ValueError(f"step {t} is past the last stage (the stages have {start} steps in all)")
+
+
+def unfreezing_stages(epochs: int, n_groups: int, steps_per_epoch: int, gradual: bool = True) -> list[int]:
+    """The stages (in steps) of a stage (c) run of ``epochs`` epochs: with ``gradual``, epochs 1 .. G−1 each train one
+    more of the ``n_groups`` = G layer groups (one epoch each, Howard & Ruder 2018, sec. 3.3), and the epochs from G on
+    train all groups together as one stage ("until convergence"); without it the whole run is one stage."""
+    if not gradual:
+        return [epochs * steps_per_epoch]
+    partial = min(epochs, n_groups - 1)
+    rest = epochs - partial
+    return [steps_per_epoch] * partial + ([rest * steps_per_epoch] if rest else [])
+
+
+def _sortish(lengths: Sequence[int], batch_size: int, seed: int) -> list[list[int]]:
+    """Batches (index lists) of similar lengths: a seeded shuffle, sorted by length within runs of 8 batches, the
+    batches then shuffled, so a batch of whole reviews holds little padding and each pass still differs."""
+    g = torch.Generator().manual_seed(seed)
+    order = torch.randperm(len(lengths), generator=g).tolist()
+    run = 8 * batch_size
+    order = [i for s in range(0, len(order), run) for i in sorted(order[s:s + run], key=lambda i: -lengths[i])]
+    batches = [order[s:s + batch_size] for s in range(0, len(order), batch_size)]
+    return [batches[k] for k in torch.randperm(len(batches), generator=g).tolist()]
+
+
 def train_classifier(model: ULMFiTClassifier, seqs: Sequence[Sequence[int]], labels: Sequence[int],
                      epochs: int, eta_top: float = 0.01, gradual: bool = True, factor: float = 2.6,
-                     batch_size: int = 32, max_len: int = 60, min_steps_per_epoch: int = 10,
+                     batch_size: int = 32, max_len: int | None = 60, min_steps_per_epoch: int = 10,
                      max_steps_per_epoch: int | None = None, schedule: str = "stlr",
-                     seed: int = 0, callbacks=(), device: str = "cpu") -> Trainer:
-    """Stage (c): Adam(β = (0.7, 0.99)) with STLR over all steps (``schedule="constant"``: η_top throughout),
-    discriminative rates (``factor``; use 1 for one rate everywhere) and, with ``gradual``, gradual
-    unfreezing of ``model.layer_groups()``, one more group per epoch.
+                     seed: int = 0, callbacks=(), device: str = "cpu",
+                     valid: tuple[Sequence[Sequence[int]], Sequence[int]] | None = None, patience: int = 2,
+                     sortish: bool = False) -> Trainer:
+    """Stage (c): Adam(β = (0.7, 0.99)) with discriminative rates η^l = η_top / factor^(L−l) over
+    ``model.layer_groups()`` (``factor`` 1: one rate everywhere) and slanted triangular rates.
 
-    An epoch is one shuffled pass, repeated until it has at least ``min_steps_per_epoch`` steps, so a
-    100-example set still gets enough updates per unfreezing stage, and cut after ``max_steps_per_epoch``
-    steps, so a large set costs no more than that per stage. Texts longer than ``max_len`` keep their
-    first ``max_len`` tokens (shorten them first with :func:`head_and_tail` to keep the ending too).
+    With ``gradual`` (Howard & Ruder 2018, sec. 3.3) epoch k = 1 .. G−1 trains the top k of the G groups
+    (:class:`~lmlib.training.callbacks.GradualUnfreezing`), each epoch under its own slanted triangle, and the epochs
+    from G on train every group under one more triangle (:func:`unfreezing_stages`, :func:`stage_stlr`). Without it
+    every group trains from the first step under one triangle. ``schedule="constant"``: η_top throughout.
+
+    ``valid`` = ``(seqs, labels)`` of held-out training examples: the paper trains all layers "until convergence", so
+    after each epoch in which every group trains, the accuracy on ``valid`` is measured, training stops after
+    ``patience`` epochs without a better one, and the weights of the best epoch are restored (``epochs`` is then
+    the most the run may take; ``trainer.early_stopping`` holds the scores and ``best_epoch``).
+
+    An epoch is one shuffled pass, repeated until it has at least ``min_steps_per_epoch`` steps, so a 100-example
+    set still gets enough updates per unfreezing stage, and cut after ``max_steps_per_epoch`` steps. Texts longer than
+    ``max_len`` keep their first ``max_len`` tokens (shorten them first with :func:`head_and_tail` to keep the ending
+    too); ``max_len=None`` keeps whole texts (read through BPT3C when the model has ``bptt``), and ``sortish``
+    batches texts of similar lengths (:func:`_sortish`) so that they carry little padding.
     """
     if epochs < 1:
         raise ValueError(f"epochs must be at least 1, got {epochs}")
@@ -383,6 +430,10 @@ def train_classifier(model: ULMFiTClassifier, seqs: Sequence[Sequence[int]], lab
         raise ValueError(f"schedule must be 'stlr' or 'constant', got {schedule!r}")
     if max_steps_per_epoch is not None and max_steps_per_epoch < 1:
         raise ValueError(f"max_steps_per_epoch must be at least 1 (or None for no cap), got {max_steps_per_epoch}")
+    if patience < 1:
+        raise ValueError(f"patience must be at least 1, got {patience}")
+    if valid is not None and (len(valid) != 2 or len(valid[0]) != len(valid[1]) or not valid[0]):
+        raise ValueError("valid must be (seqs, labels) with one label per text and at least one text")
     pad_id = model.encoder.config.pad_id
     if pad_id is None:
         raise ValueError("the encoder has no pad_id; build its AWDLSTMConfig with pad_id set")
@@ -390,29 +441,46 @@ def train_classifier(model: ULMFiTClassifier, seqs: Sequence[Sequence[int]], lab
     n_batches = math.ceil(len(seqs) / batch_size)
     repeats = max(1, math.ceil(min_steps_per_epoch / n_batches))
     steps_per_epoch = min(repeats * n_batches, max_steps_per_epoch or repeats * n_batches)
+    lengths = [min(len(s), max_len or len(s)) for s in seqs]
+
+    def one_pass(pass_seed: int):
+        if not sortish:
+            return classification_batches(seqs, labels, batch_size, pad_id, shuffle=True, seed=pass_seed,
+                                          max_len=max_len, truncate=True)
+        return [classification_batches([seqs[i] for i in idx], [labels[i] for i in idx], len(idx), pad_id,
+                                        shuffle=False, max_len=max_len, truncate=True)[0]
+                for idx in _sortish(lengths, batch_size, pass_seed)]
 
     def epoch_batches(epoch: int):
-        return [b for r in range(repeats) for b in classification_batches(
-            seqs, labels, batch_size, pad_id, shuffle=True, seed=seed + 1000 * epoch + r, max_len=max_len,
-            truncate=True)][:steps_per_epoch]
+        return [b for r in range(repeats) for b in one_pass(seed + 1000 * epoch + r)][:steps_per_epoch]
 
     groups = model.layer_groups()
     opt = torch.optim.Adam(discriminative_param_groups(groups, eta_top, factor), betas=(0.7, 0.99))
     cbs = [GradientClipping(1.0), *callbacks]
     if schedule == "stlr":
-        cbs.insert(0, STLR(epochs * steps_per_epoch))
+        stages = unfreezing_stages(epochs, len(groups), steps_per_epoch, gradual)
+        cbs.insert(0, LRSchedule(lambda t: stage_stlr(t, stages)))
     if gradual:
         cbs.insert(0, GradualUnfreezing(groups))
+    stopper = None
+    if valid is not None:
+        stopper = EarlyStopping(patience, score=lambda trainer: accuracy(model, *valid, max_len=max_len),
+                                from_epoch=len(groups) - 1 if gradual else 0)
+        cbs.append(stopper)
     trainer = Trainer(model, opt, classification_loss, cbs, device=device)
+    trainer.early_stopping = stopper
     trainer.fit(epoch_batches, epochs=epochs)
     return trainer
 
 
 def accuracy(model: ULMFiTClassifier, seqs: Sequence[Sequence[int]], labels: Sequence[int],
-             batch_size: int = 256, max_len: int = 60) -> float:
-    """The share of ``seqs`` whose predicted class is their label (texts cut to ``max_len`` tokens)."""
-    batches = classification_batches(seqs, labels, batch_size, model.encoder.config.pad_id, shuffle=False,
-                                     max_len=max_len, truncate=True)
+             batch_size: int = 256, max_len: int | None = 60) -> float:
+    """The share of ``seqs`` whose predicted class is their label (texts cut to ``max_len`` tokens; None: whole,
+    read as the model reads them). Texts are batched by length, so whole texts carry little padding (the mask keeps
+    padding out of every prediction, so the order changes nothing)."""
+    order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))
+    batches = classification_batches([seqs[i] for i in order], [labels[i] for i in order], batch_size,
+                                     model.encoder.config.pad_id, shuffle=False, max_len=max_len, truncate=True)
     return evaluate(model, classification_loss, batches, next(model.parameters()).device).accuracy
 
 
