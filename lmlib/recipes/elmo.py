@@ -251,7 +251,7 @@ def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full"
         freq[vocab.stoi[UNK]] += n_words - n_covered
         freq[vocab.stoi[BOS]] = freq[vocab.stoi[EOS]] = len(train)
         sampled = SampledSoftmax(unigram_proposal(torch.tensor(freq), recipe["proposal_power"]), recipe["sampled"])
-        about["train_loss"] = (f"sampled softmax, {recipe['sampled']} negatives: below the exact cross-entropy; "
+        about["train_loss"] = (f"sampled softmax, {recipe['sampled']} negatives: an estimate, not the exact cross-entropy; "
                                f"the perplexities are exact")
     trainer = Trainer(model, opt, bilm_objective(sampled),
                       [WarmupCosine(recipe["steps"], recipe["warmup"], recipe["min_ratio"]),

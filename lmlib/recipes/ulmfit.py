@@ -331,7 +331,7 @@ def finetune_imdb(out_dir: str | Path, steps: int | None = None, preset: str = "
         sampled = SampledSoftmax(unigram_proposal(counts, recipe["proposal_power"]), recipe["sampled"])
 
     if sampled is not None:
-        about["train_loss"] = (f"sampled softmax, {recipe['sampled']} negatives: below the exact cross-entropy; "
+        about["train_loss"] = (f"sampled softmax, {recipe['sampled']} negatives: an estimate, not the exact cross-entropy; "
                                f"the perplexities are exact")
 
     def milestone(folder: Path, trainer: Trainer, tokens: int) -> None:
