@@ -261,6 +261,14 @@ def library_script() -> HTML:
     ]))
 
 
+_UNLABELLED_SELECT = re.compile(r"(\w[\w ]*?):\s*<select(?![^>]*aria-label)")
+
+
+def label_selects(view_html: str) -> str:
+    """Give each of bertviz's menus ("Layer: <select>") its visible label as its accessible name (WCAG 4.1.2)."""
+    return _UNLABELLED_SELECT.sub(lambda m: f'{m[1]}: <select aria-label="{m[1].strip()}"', view_html)
+
+
 def self_contained(bertviz_html: str, libraries: str = "inline") -> str:
     """Rewrite the HTML of a bertviz 1.4 view (``html_action="return"``) so it fetches nothing.
 
@@ -314,7 +322,7 @@ def self_contained(bertviz_html: str, libraries: str = "inline") -> str:
             "  })();",
             "})();",
         ])
-    return f'{match["div"].strip()}\n<script type="text/javascript">\n{script}\n</script>\n'
+    return f'{label_selects(match["div"].strip())}\n<script type="text/javascript">\n{script}\n</script>\n'
 
 
 # ---------------------------------------------------------------------------------------------------
