@@ -64,6 +64,8 @@ class Report:
     widgets: int = 0
     warnings: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    decks: list[str] = field(default_factory=list)           # slides/<notebook>.html, one reveal.js deck each
+    lecture_pages: list[str] = field(default_factory=list)   # instructor notes, questionnaires and their answers
 
 
 # -- the notebooks and the README ------------------------------------------------------------------------------
@@ -157,7 +159,7 @@ class Converter:
         if PLOTLY_MIME in data:
             return self.plotly(data[PLOTLY_MIME])
         if "text/html" in data:
-            return _text(data["text/html"])
+            return _accessible(_text(data["text/html"]))
         if "image/svg+xml" in data:
             return _text(data["image/svg+xml"])
         for image in ("image/png", "image/jpeg"):
@@ -281,8 +283,18 @@ class Converter:
                     output["data"] = {"text/html": self.widget(data[WIDGET_VIEW_MIME]["model_id"])}
                 elif PLOTLY_MIME in data:
                     output["data"] = {"text/html": self.plotly(data[PLOTLY_MIME])}
+                elif "text/html" in data and "bertviz-" in _text(data["text/html"]):
+                    data["text/html"] = _accessible(_text(data["text/html"]))
         nb.get("metadata", {}).pop("widgets", None)
         return nb
+
+
+def _accessible(output_html: str) -> str:
+    """A stored bertviz view with its menus named by their visible labels (as the views made now already are)."""
+    if "bertviz-" not in output_html:
+        return output_html
+    from lmlib.course.attention_views import label_selects
+    return label_selects(output_html)
 
 
 def _format(value, spec: str) -> str:
@@ -295,12 +307,15 @@ def _format(value, spec: str) -> str:
 
 # -- staging and building ----------------------------------------------------------------------------------------
 
-def launch_cell(launch: str, notebook: str, demos: bool) -> dict:
+def launch_cell(launch: str, notebook: str, demos: bool, lecture: bool = False) -> dict:
     extra = (" Its views have no stored output: they appear when it runs, in JupyterLab, on Binder or served by "
              "Voilà (<code>.venv/bin/voila notebooks/demos.ipynb</code>)." if demos else "")
+    stem = html.escape(Path(notebook).stem)
+    links = (f' For a class: <a href="../slides/{stem}.html">its slides</a>, <a href="../instructors/{stem}.html">'
+             f'instructor notes</a> and <a href="../questions/{stem}.html">a questionnaire</a>.' if lecture else "")
     text = (f'<p class="lmlib-launch">This page is the notebook <code>notebooks/{html.escape(notebook)}</code> with '
             f'the outputs of its last run. <a class="lmlib-binder" href="{html.escape(launch)}">Launch it on '
-            f'Binder</a> to run it and move its controls, or run it in JupyterLab (see the README).{extra}</p>')
+            f'Binder</a> to run it and move its controls, or run it in JupyterLab (see the README).{extra}{links}</p>')
     return {"cell_type": "markdown", "id": "lmlib-site-launch", "metadata": {}, "source": text}
 
 
@@ -315,18 +330,29 @@ def readme_picture(readme: str) -> tuple[str, str] | None:
     return None
 
 
-def index_page(readme: str, base: str, notebooks: list[Path]) -> str:
+def index_page(readme: str, base: str, notebooks: list[Path], lecture: dict[str, list[str]] | None = None,
+               extra_docs: list[str] = ()) -> str:
     title, intro = readme_intro(readme)
     table = readme_table(readme)
     found = readme_picture(readme)
     picture = f"\n```{{image}} {found[0]}\n:alt: {found[1]}\n:width: 300px\n```\n" if found else ""
-    toctree = "\n".join(f"notebooks/{nb.stem}" for nb in notebooks)
+    toctree = "\n".join([f"notebooks/{nb.stem}" for nb in notebooks] + list(extra_docs))
+    lecture = lecture or {}
+    more = ""
+    if lecture.get("instructors"):
+        more += ("\n## For the lecture hall\n\nEvery notebook has a slide deck (reveal.js, with speaker notes: press "
+                 "<kbd>s</kbd>), instructor notes with a plan for the hour computed from its last run, and a "
+                 "questionnaire whose answers are on a page of their own; the links are at the top of each notebook's "
+                 "page and in the sidebar.\n")
+        for kind, caption in (("instructors", "For instructors"), ("questions", "Questionnaires")):
+            more += (f"\n```{{toctree}}\n:hidden:\n:maxdepth: 1\n:caption: {caption}\n\n"
+                     + "\n".join(lecture[kind]) + "\n```\n")
     return (f"# {title}\n\n{intro}\n{picture}\n"
             f'<p class="lmlib-launch"><a class="lmlib-binder" href="{html.escape(launch_url(base, "00_start_here.ipynb"))}">'
             f"Launch the course on Binder</a>: nothing to install. Each page is a notebook with the outputs of its "
             f"last run; the launch link at its top opens it on Binder, where it runs.</p>\n\n"
             f"## The notebooks\n\n{table}\n\n"
-            f"```{{toctree}}\n:hidden:\n:maxdepth: 1\n\n{toctree}\n```\n")
+            f"```{{toctree}}\n:hidden:\n:maxdepth: 1\n\n{toctree}\n```\n{more}")
 
 
 def copy_assets(dest: Path) -> None:
@@ -337,6 +363,8 @@ def copy_assets(dest: Path) -> None:
     dest.mkdir(parents=True, exist_ok=True)
     plotly_js = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
     shutil.copy2(plotly_js, dest / "plotly.min.js")
+    import lecture   # tools/lecture.py: reveal.js for the slide decks
+    lecture.copy_reveal(dest)
     es5 = Path(mathjax.__file__).parent / "static" / "mathjax" / "es5"
     target = dest / "mathjax"
     target.mkdir()
@@ -355,6 +383,9 @@ def build(out: Path = DEFAULT_OUT, notebooks_dir: Path = REPO / "notebooks", qui
     sys.modules.setdefault("rfc3987_syntax", None)
     from sphinx.application import Sphinx
 
+    sys.path.insert(0, str(REPO / "tools"))
+    import lecture   # tools/lecture.py: slide decks, instructor notes, questionnaires
+
     start = time.perf_counter()
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     base, owner, repo, branch = binder_base(readme)
@@ -367,18 +398,28 @@ def build(out: Path = DEFAULT_OUT, notebooks_dir: Path = REPO / "notebooks", qui
             shutil.copytree(notebooks_dir / "figures", src / "notebooks" / "figures")
         if (REPO / "docs" / "images").is_dir():
             shutil.copytree(REPO / "docs" / "images", src / "docs" / "images")
+        content, decks = lecture.load_content(), []
         for path in notebooks:
             nb = json.loads(path.read_text(encoding="utf-8"))
             state = (nb.get("metadata", {}).get("widgets", {}).get(WIDGET_STATE_MIME, {}).get("state", {}))
             converter = Converter(path.stem, state, launch_url(base, path.name))
             converter.convert(nb)
-            nb["cells"].insert(0, launch_cell(launch_url(base, path.name), path.name, path.stem == "demos"))
+            decks.append((path, json.loads(json.dumps(nb)), converter))
+            nb["cells"].insert(0, launch_cell(launch_url(base, path.name), path.name, path.stem == "demos",
+                                              lecture=path.name in content))
             if (nb.get("nbformat"), nb.get("nbformat_minor", 0)) < (4, 5):
                 nb["cells"][0].pop("id")   # cell ids came with nbformat 4.5
             (src / "notebooks" / path.name).write_text(json.dumps(nb), encoding="utf-8")
             report.figures += converter.figures
             report.widgets += converter.widgets
-        (src / "index.md").write_text(index_page(readme, base, notebooks), encoding="utf-8")
+        made = lecture.write_pages(src, notebooks)
+        extra = []
+        glossary = REPO / "docs" / "glossary.md"
+        if glossary.is_file():   # where the notebooks' links (../docs/glossary.md) find it
+            (src / "docs").mkdir(exist_ok=True)
+            shutil.copy2(glossary, src / "docs" / "glossary.md")
+            extra.append("docs/glossary")
+        (src / "index.md").write_text(index_page(readme, base, notebooks, made, extra), encoding="utf-8")
         copy_assets(assets)
 
         # Sphinx writes into the temporary folder (myst-nb puts a jupyter_execute/ folder beside its output), and
@@ -410,6 +451,8 @@ def build(out: Path = DEFAULT_OUT, notebooks_dir: Path = REPO / "notebooks", qui
         # the download button offers the notebook as committed, not the staged copy
         for path in notebooks:
             shutil.copy2(path, html_dir / "_sources" / "notebooks" / path.name)
+        report.decks = lecture.build_decks(html_dir, decks, notebooks_dir / "figures")
+        report.lecture_pages = [f"{doc}.html" for docs in made.values() for doc in docs]
         if Path(out).exists():
             shutil.rmtree(out)
         shutil.move(str(html_dir), str(out))
@@ -444,7 +487,8 @@ def main(argv: list[str] | None = None) -> int:
     report = build(args.out, quiet=args.quiet)
     for warning in report.warnings:
         print(warning, file=sys.stderr)
-    print(f"built {len(report.pages)} pages ({report.figures} plotly figures, {report.widgets} widget views) "
+    print(f"built {len(report.pages)} notebook pages, {len(report.lecture_pages)} lecture pages and "
+          f"{len(report.decks)} slide decks ({report.figures} plotly figures, {report.widgets} widget views) "
           f"in {report.seconds:.1f} s, {len(report.warnings)} warnings: open {report.out / 'index.html'}")
     return 0
 

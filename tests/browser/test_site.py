@@ -10,6 +10,11 @@ aborted and recorded, as in the JupyterLab test). One notebook page is also open
 without a server would. The site's navigation must follow the course order and its search must find a word.
 ``test_the_checks_catch_a_broken_page`` shows each check firing on a page broken on purpose.
 
+Every page is also audited by axe-core (a11y.py: WCAG 2.1 A/AA, no serious or critical violation), and every slide
+deck (slides/<notebook>.html, reveal.js) is opened, checked like a page, stepped through to its last slide and
+fragment (its slide count must be the one its notebook's slide metadata gives), must carry speaker notes, and is
+audited too. A page with an image without alt text and a low-contrast paragraph shows the audit firing.
+
 Skipped, with the reason, without Chromium, playwright or the site's packages (requirements.txt).
 """
 
@@ -34,6 +39,9 @@ if CHROMIUM is None:
 pytest.importorskip("playwright.sync_api", reason="browser tests skipped: the playwright package is not installed")
 for _module in ("sphinx", "myst_nb", "sphinx_book_theme", "mathjax"):
     pytest.importorskip(_module, reason=f"site test skipped: {_module} is not installed (pip install -r requirements.txt)")
+pytest.importorskip("axe_playwright_python", reason="site test skipped: axe-playwright-python is not installed "
+                                                    "(pip install -r requirements.txt)")
+from a11y import audit  # noqa: E402
 from playwright.sync_api import sync_playwright  # noqa: E402
 from test_notebooks_in_lab import CHROMIUM_ARGS  # noqa: E402
 
@@ -190,8 +198,9 @@ def pages(server):
 
 
 def _html_pages(out: Path) -> list[str]:
+    """Every page but the slide decks (test_every_deck_... opens those)."""
     return sorted(p.relative_to(out).as_posix() for p in out.rglob("*.html")
-                  if not p.relative_to(out).parts[0].startswith("_"))
+                  if not p.relative_to(out).parts[0].startswith("_") and p.relative_to(out).parts[0] != "slides")
 
 
 SEARCH = ("search.html", "perplexity")   # the search page is opened with this query
@@ -212,6 +221,7 @@ def visits(site, pages):
             found["searchHits"] = pages.page.locator("#search-results ul.search li a").evaluate_all(
                 "as => as.map(a => a.getAttribute('href'))")
             errors, blocked = errors + pages.errors[len(errors):], blocked + pages.blocked[len(blocked):]
+        found["axe"] = audit(pages.page)
         seen[name] = (found, errors, blocked)
     return seen
 
@@ -239,6 +249,124 @@ def test_every_page_is_drawn_with_nothing_from_outside(site, visits):
         f"  {name}:\n" + "\n".join(f"    - {p}" for p in problems) for name, problems in failures.items())
     # the course really is there: figures, attention views, math and widgets, not empty pages that pass every check
     assert totals["figures"] >= 40 and totals["bertviz"] >= 4 and totals["math"] >= 200 and totals["widgets"] >= 20, totals
+
+
+def test_every_page_passes_the_accessibility_audit(visits):
+    failures = {name: found["axe"] for name, (found, _, _) in visits.items() if found["axe"]}
+    assert not failures, "axe-core (WCAG 2.1 A/AA, serious or critical):\n" + "\n".join(
+        f"  {name}:\n" + "\n".join(f"    - {p}" for p in problems) for name, problems in failures.items())
+
+
+def test_every_notebook_has_instructor_notes_and_a_questionnaire_with_answers_apart(site):
+    """(Each of these pages is opened, checked and audited with every other page by the tests above.)"""
+    lecture = build_site_lecture()
+    content = lecture.load_content()
+    for notebook in build_site.course_notebooks(REPO / "notebooks"):
+        if notebook.stem == "demos":
+            continue
+        stem = notebook.stem
+        assert notebook.name in content, f"tools/lecture/content.json has no questionnaire for {notebook.name}"
+        assert 8 <= len(content[notebook.name]["questions"]) <= 12, f"{notebook.name}: not 8-12 questions"
+        for kind in ("instructors", "questions", "answers"):
+            assert (site[0] / kind / f"{stem}.html").is_file(), f"no {kind} page for {notebook.name}"
+        answers = [a for _, a in content[notebook.name]["questions"]]
+        questions_page = (site[0] / "questions" / f"{stem}.html").read_text(encoding="utf-8")
+        answers_page = (site[0] / "answers" / f"{stem}.html").read_text(encoding="utf-8")
+        assert f"../answers/{stem}.html" in questions_page, f"questions/{stem}.html does not link its answers"
+        shown = [a for a in answers if html_text(a)[:40] in html_text(questions_page)]
+        assert not shown, f"questions/{stem}.html shows answers: {shown[:2]}"
+        assert all(html_text(a)[:40] in html_text(answers_page) for a in answers), f"answers/{stem}.html lacks answers"
+        notes = (site[0] / "instructors" / f"{stem}.html").read_text(encoding="utf-8")
+        for section in ("The hour", "Run these live", "Predict, then run", "The slips the exercises catch",
+                        "With no internet in the room"):
+            assert section in notes, f"instructors/{stem}.html has no section {section!r}"
+    # the hour's minutes are the timings file's, computed from the notebooks' stored runs
+    timings = lecture.load_timings()
+    for name, timing in timings.items():
+        assert sum(timing["minutes"]) == lecture.HOUR_MIN - lecture.QUESTIONS_MIN, name
+        assert timing["minutes"] == lecture.hour_plan(timing), f"{name}: minutes not computed from its timings"
+
+
+def build_site_lecture():
+    sys.path.insert(0, str(REPO / "tools"))
+    import lecture
+    return lecture
+
+
+def html_text(text: str) -> str:
+    import html as _html
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", _html.unescape(text))).replace("\\", "").strip()
+
+
+def expected_slides(notebook: Path) -> int:
+    """How many slides (reveal.js counts each subslide) the notebook's slide metadata asks for."""
+    types = [c.get("metadata", {}).get("slideshow", {}).get("slide_type", "-")
+             for c in json.loads(notebook.read_text(encoding="utf-8"))["cells"]]
+    shown = [t for t in types if t != "skip"]
+    return sum(t in ("slide", "subslide") for t in shown) + (1 if shown and shown[0] not in ("slide", "subslide") else 0)
+
+
+JS_DECK_READY = r"""() => window.Reveal && window.Reveal.isReady() &&
+  (!document.querySelector('.math') || (window.MathJax && window.MathJax.startup && window.MathJax.startup.document &&
+   document.querySelectorAll('.math mjx-container').length === document.querySelectorAll('.math').length)) &&
+  document.querySelectorAll('.lmlib-plotly .main-svg').length >= document.querySelectorAll('script.lmlib-plotly-json').length"""
+
+# Step through the whole deck with reveal.js's own navigation (next: the next fragment, else the next slide),
+# letting the page run between steps; record each slide shown and any slide that shows nothing.
+JS_DECK_WALK = r"""async () => {
+  const R = window.Reveal, seen = new Set(), empty = [];
+  R.slide(0, 0, -1);
+  for (let step = 0; step < 5000; step++) {
+    const i = R.getIndices(), slide = R.getCurrentSlide();
+    seen.add(i.h + '.' + (i.v || 0));
+    if (!slide.innerText.trim() && !slide.querySelector('img, svg, .lmlib-plotly')) empty.push(i.h + '.' + (i.v || 0));
+    if (R.isLastSlide() && !R.availableFragments().next) break;
+    R.next();
+    await new Promise(r => setTimeout(r, 0));
+  }
+  return {total: R.getTotalSlides(), seen: seen.size, empty: empty, last: R.isLastSlide(),
+          notes: document.querySelectorAll('aside.notes').length, notesPlugin: R.hasPlugin('notes'),
+          fragments: document.querySelectorAll('.reveal .fragment').length};
+}"""
+
+
+def test_every_deck_advances_to_its_end_offline_with_notes_and_passes_the_audit(site, pages):
+    failures, totals = {}, {"decks": 0, "slides": 0, "notes": 0, "fragments": 0}
+    for notebook in build_site.course_notebooks(REPO / "notebooks"):
+        name = f"slides/{notebook.stem}.html"
+        assert (site[0] / name).is_file(), f"the site has no deck {name}"
+        pages.errors, pages.blocked = [], []
+        pages.page.goto(pages.base + name, wait_until="load", timeout=60_000)
+        try:
+            pages.page.wait_for_function(JS_DECK_READY, timeout=SETTLE_TIMEOUT_MS, polling=500)
+        except Exception:   # the checks below say what is missing
+            pass
+        found = pages.page.evaluate(JS_INSPECT)
+        walk = pages.page.evaluate(JS_DECK_WALK) if pages.page.evaluate("() => !!window.Reveal") else None
+        problems = page_problems(found, list(pages.errors), list(pages.blocked))
+        if walk is None:
+            problems.append("reveal.js did not load")
+        else:
+            want = expected_slides(notebook)
+            if walk["total"] != want:
+                problems.append(f"{walk['total']} slides, the notebook's slide metadata gives {want}")
+            if walk["seen"] != walk["total"] or not walk["last"]:
+                problems.append(f"stepping through reached {walk['seen']} of {walk['total']} slides")
+            if walk["empty"]:
+                problems.append(f"slides showing nothing: {walk['empty'][:5]}")
+            if not walk["notesPlugin"] or not walk["notes"]:
+                problems.append(f"no speaker notes (plugin loaded: {walk['notesPlugin']}, notes: {walk['notes']})")
+            totals["slides"] += walk["total"]
+            totals["notes"] += walk["notes"]
+            totals["fragments"] += walk["fragments"]
+        problems += audit(pages.page)
+        totals["decks"] += 1
+        if problems:
+            failures[name] = problems
+    print(f"decks: {totals}")
+    assert not failures, "the slide decks:\n" + "\n".join(
+        f"  {name}:\n" + "\n".join(f"    - {p}" for p in problems) for name, problems in failures.items())
+    assert totals["slides"] >= 300 and totals["notes"] >= 14 and totals["fragments"] >= 1, totals
 
 
 def test_navigation_follows_the_course_order_and_search_finds_a_word(visits):
@@ -270,6 +398,11 @@ BROKEN_PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8">
 </body></html>"""
 
 
+INACCESSIBLE_PAGE = """<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>inaccessible</title></head>
+<body><main><h1>A page that fails the audit</h1><img src="_static/lmlib-none.svg" width="10" height="10">
+<p style="color: #bbbbbb; background: #ffffff">light grey text on white, 1.9:1</p></main></body></html>"""
+
+
 def test_the_checks_catch_a_broken_page(site, pages):
     """Each check fires: plotly.js missing (the figure stays undrawn and the site script throws), an empty bertviz
     view, a broken image, math with no MathJax, a widget's plain-text stand-in, a request to another host, and a
@@ -287,5 +420,14 @@ def test_the_checks_catch_a_broken_page(site, pages):
         assert expected in problems, f"the check for {expected!r} did not fire:\n{problems}"
     notebook = REPO / "notebooks" / "06_awd_lstm.ipynb"
     missing = "\n".join(notebook_problems(found, notebook, "https://mybinder.org/v2/gh/O/R/HEAD?urlpath=x"))
+    # the accessibility audit: an image without a text alternative, a paragraph in light grey on white
+    (out / "inaccessible_on_purpose.html").write_text(INACCESSIBLE_PAGE, encoding="utf-8")
+    try:
+        pages.open(pages.base + "inaccessible_on_purpose.html", settle_ms=1000)
+        found_axe = "\n".join(audit(pages.page))
+    finally:
+        (out / "inaccessible_on_purpose.html").unlink()
+    for expected in ("image-alt", "color-contrast"):
+        assert expected in found_axe, f"the audit did not report {expected}:\n{found_axe}"
     for expected in ("widget views shown", "awd_lstm_dropouts.svg", "no launch link"):
         assert expected in missing, f"the check for {expected!r} did not fire:\n{missing}"

@@ -16,9 +16,26 @@
       window.Plotly.newPlot(target, figure.data || [], figure.layout || {}, config);
     });
   }
-  if (document.readyState === "loading") {
-    document.addEventListener("DOMContentLoaded", drawFigures);
-  } else {
-    drawFigures();
+  // An output wider than its column scrolls (tables, attention views): with no control inside, a keyboard user
+  // reaches it only if it takes the focus itself (WCAG 2.1.1), so such a region gets tabindex 0 and a name.
+  function focusableScrolling() {
+    document.querySelectorAll(".cell_output *, .lmlib-deck-output *, .lmlib-w-output").forEach(function (el) {
+      if (el.hasAttribute("tabindex") || el.scrollWidth <= el.clientWidth + 1) { return; }
+      var overflow = getComputedStyle(el).overflowX;
+      if (overflow !== "auto" && overflow !== "scroll") { return; }
+      if (el.querySelector("a[href], button:not([disabled]), input:not([disabled]), select:not([disabled]), textarea:not([disabled]), [tabindex]")) { return; }
+      el.setAttribute("tabindex", "0");
+      el.setAttribute("role", "region");
+      el.setAttribute("aria-label", "output (scrolls sideways)");
+    });
   }
+  function start() {
+    try { drawFigures(); } finally { focusableScrolling(); }
+  }
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", start);
+  } else {
+    start();
+  }
+  window.addEventListener("load", focusableScrolling);
 })();
