@@ -3,7 +3,9 @@
 Voilà runs the notebook in a kernel and shows only the outputs. The test asserts that the page finishes rendering
 with no code and no error on it, that every view of notebooks/demos.ipynb is there (a rendered widget per code
 cell that makes one, the plotly figures drawn, the bertviz views' SVG drawn, the type-your-own boxes present), that
-typing the example in a type-your-own box changes its output, and that no request leaves 127.0.0.1.
+typing the example in a type-your-own box changes its output, that a slider reached with the Tab key alone and
+moved with the arrow keys changes the figure it drives, that axe-core finds no serious or critical WCAG 2.1 A/AA
+violation on the page (a11y.py), and that no request leaves 127.0.0.1.
 (test_notebooks_in_lab.py runs the same notebook in JupyterLab and moves every control.)
 Skipped when voila (requirements.txt), Chromium or playwright is missing.
 
@@ -26,6 +28,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from a11y import audit
 from labdriver import REPO, TYPED_BOXES, find_chromium, free_port, prepare_root
 
 CHROMIUM = find_chromium()
@@ -75,6 +78,36 @@ JS_OUTPUT_OF_BOX = r"""(i) => {
   const out = view && view.querySelector('.widget-output');
   return out ? out.innerText : null;
 }""".replace("TYPED", TYPED_BOXES)
+
+
+# The figure a slider drives: its view's plotly figure, summarised by its traces' data.
+JS_FOCUSED_FIGURE = r"""() => {
+  const handle = document.activeElement;
+  if (!handle || !handle.classList.contains('noUi-handle')) return null;
+  const view = handle.closest('.widget-vbox, .widget-interact');
+  const plot = view && view.querySelector('.js-plotly-plot');
+  return plot ? JSON.stringify((plot.data || []).map(t => [t.x, t.y])) : null;
+}"""
+
+
+def keyboard_problems(page, max_tabs: int = 80) -> list[str]:
+    """Tab from the top of the page to the first slider that drives a figure, press ArrowRight, see the figure change."""
+    page.locator("body").click(position={"x": 5, "y": 5})
+    figure = None
+    for _ in range(max_tabs):
+        page.keyboard.press("Tab")
+        figure = page.evaluate(JS_FOCUSED_FIGURE)
+        if figure:
+            break
+    if not figure:
+        return [f"{max_tabs} presses of Tab never reached a slider that drives a figure"]
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("ArrowRight")
+    after, deadline = figure, time.time() + 15
+    while after == figure and time.time() < deadline:
+        page.wait_for_timeout(200)
+        after = page.evaluate(JS_FOCUSED_FIGURE)
+    return [] if after and after != figure else ["moving the focused slider with ArrowRight did not change its figure"]
 
 
 def expected_views(notebook: dict) -> dict[str, int]:
@@ -199,6 +232,8 @@ def test_voila_serves_the_demo_page_with_every_view(voila_url):
                     problems.append("typing the example into the first type-your-own box did not change its output")
                 elif "⚠" in after:
                     problems.append(f"the first box shows a message instead of a result: {after[:300]}")
+            problems += keyboard_problems(page)
+            problems += audit(page)
             page.screenshot(path=str(ARTIFACTS / "voila_demos.png"), full_page=True)
         finally:
             browser.close()
