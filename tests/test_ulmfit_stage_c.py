@@ -142,5 +142,9 @@ def test_train_classifier_with_a_dev_split_stops_after_unfreezing_and_restores_t
     assert len(stop.scores) == trainer.epoch - 3  # watched from the first epoch that trains every group (4 groups)
     assert stop.best_epoch >= 4 and stop.scores[stop.best_epoch - 4] == max(stop.scores)
     assert accuracy(model, dev_seqs, dev_labels, max_len=None) == max(stop.scores)
+    for watch_from, unwatched in ((None, 0), (3, 3)):  # one rate from the start: watched from epoch 0 unless told
+        flat = train_classifier(tiny_classifier(), seqs, labels, epochs=8, gradual=False, factor=1.0, batch_size=8,
+                                min_steps_per_epoch=1, valid=(dev_seqs, dev_labels), patience=1, watch_from=watch_from)
+        assert len(flat.early_stopping.scores) == flat.epoch - unwatched
     with pytest.raises(ValueError, match="valid"):
         train_classifier(tiny_classifier(), seqs, labels, epochs=1, valid=(dev_seqs, dev_labels[:3]))

@@ -404,7 +404,7 @@ def train_classifier(model: ULMFiTClassifier, seqs: Sequence[Sequence[int]], lab
                      max_steps_per_epoch: int | None = None, schedule: str = "stlr",
                      seed: int = 0, callbacks=(), device: str = "cpu",
                      valid: tuple[Sequence[Sequence[int]], Sequence[int]] | None = None, patience: int = 2,
-                     sortish: bool = False) -> Trainer:
+                     watch_from: int | None = None, sortish: bool = False) -> Trainer:
     """Stage (c): Adam(β = (0.7, 0.99)) with discriminative rates η^l = η_top / factor^(L−l) over
     ``model.layer_groups()`` (``factor`` 1: one rate everywhere) and slanted triangular rates.
 
@@ -416,7 +416,10 @@ def train_classifier(model: ULMFiTClassifier, seqs: Sequence[Sequence[int]], lab
     ``valid`` = ``(seqs, labels)`` of held-out training examples: the paper trains all layers "until convergence", so
     after each epoch in which every group trains, the accuracy on ``valid`` is measured, training stops after
     ``patience`` epochs without a better one, and the weights of the best epoch are restored (``epochs`` is then
-    the most the run may take; ``trainer.early_stopping`` holds the scores and ``best_epoch``).
+    the most the run may take; ``trainer.early_stopping`` holds the scores and ``best_epoch``). ``watch_from``: the
+    epochs (counted from 0) before which ``valid`` is not watched; by default G − 1 with ``gradual`` (its partial
+    stages), else 0. Giving a run without gradual unfreezing the same G − 1 keeps a random init, which often sits at
+    chance for its first epochs, from being stopped before it learns.
 
     An epoch is one shuffled pass, repeated until it has at least ``min_steps_per_epoch`` steps, so a 100-example
     set still gets enough updates per unfreezing stage, and cut after ``max_steps_per_epoch`` steps. Texts longer than
@@ -464,8 +467,10 @@ def train_classifier(model: ULMFiTClassifier, seqs: Sequence[Sequence[int]], lab
         cbs.insert(0, GradualUnfreezing(groups))
     stopper = None
     if valid is not None:
+        if watch_from is None:
+            watch_from = len(groups) - 1 if gradual else 0
         stopper = EarlyStopping(patience, score=lambda trainer: accuracy(model, *valid, max_len=max_len),
-                                from_epoch=len(groups) - 1 if gradual else 0)
+                                from_epoch=watch_from)
         cbs.append(stopper)
     trainer = Trainer(model, opt, classification_loss, cbs, device=device)
     trainer.early_stopping = stopper

@@ -4,7 +4,8 @@ classifier from random weights given the same chance and the bag of words on the
 The paper's stage (c) (``lmlib.recipes.ulmfit.train_classifier``): gradual unfreezing, one epoch per layer group with
 a slanted triangle of its own (as the authors' ``imdb_scripts/train_clas.py`` runs each stage as one ``fit``), then
 every group until the dev split stops improving ("until convergence": ``patience`` epochs without a better dev
-accuracy, the best epoch's weights kept), discriminative rates η/2.6 per group down; a review read whole through
+accuracy, the best epoch's weights kept; every condition is watched from the fifth epoch on, after ULMFiT's four
+partial stages, so that no run stops before it could learn), discriminative rates η/2.6 per group down; a review read whole through
 BPT3C (pieces of ``bptt`` = 70 tokens, the paper's BPTT length, the state carried, every piece's hidden states
 pooled) or cut to its first and last 64 tokens, whichever the dev split prefers. Beside it:
 
@@ -54,7 +55,7 @@ WHOLE = "whole"  # max_len of a run that reads whole reviews through BPT3C
 SETTINGS = dict(
     sizes=[1000, 100], seeds=[0, 1, 2], test_reviews=1000, test_seed=0, dev_reviews=500, batch_size=32,
     min_steps_per_epoch=10, head=dict(p1=0.25, p2=0.1), bptt=70, lengths=[128, WHOLE], all_layer_epochs=8,
-    patience=2, conditions=dict(
+    patience=2, watch_from=4, conditions=dict(
         ulmfit=dict(pretrained=True, gradual=True, factor=2.6, eta=0.01),
         scratch=dict(pretrained=False, gradual=False, factor=1.0, eta=0.003),
         ulmfit_flat=dict(pretrained=True, gradual=False, factor=1.0, eta=0.01)),
@@ -91,7 +92,8 @@ def train_stage_c(lm: AWDLSTMLanguageModel, condition: str, ids: list, labels: l
     trainer = U.train_classifier(model, ids, labels, max_epochs(settings, len(model.layer_groups())), spec["eta"],
                                  gradual=spec["gradual"], factor=spec["factor"], batch_size=settings["batch_size"],
                                  max_len=cut, min_steps_per_epoch=settings["min_steps_per_epoch"], seed=seed,
-                                 valid=dev, patience=settings["patience"], sortish=cut is None)
+                                 valid=dev, patience=settings["patience"], watch_from=settings["watch_from"],
+                                 sortish=cut is None)
     seconds = time.perf_counter() - start
     moved = [round(float(torch.sqrt(sum(((p.detach() - q) ** 2).sum() for p, q in zip(g.parameters(), b)))
                          / torch.sqrt(sum((q ** 2).sum() for q in b))), 4)

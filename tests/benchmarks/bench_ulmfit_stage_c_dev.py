@@ -23,6 +23,11 @@ go on. Then, per condition and label count, the setting with the
 best mean dev accuracy over the seeds it ran with is ``chosen`` (ties to fewer steps, then the smaller η).
 
     LMLIB_DATA_DIR=... nice -n 5 env OMP_NUM_THREADS=1 .venv/bin/python tests/benchmarks/bench_ulmfit_stage_c_dev.py
+
+Its committed result was measured with the earlier ``train_classifier``, whose one slanted triangle spanned every
+unfreezing stage (the lower groups trained only in its decay tail); a rerun now gets one triangle per stage.
+bench_ulmfit_stage_c.py runs the paper's stage (c) (all layers until the dev split stops improving, whole reviews
+through BPT3C where the dev split prefers them) on any checkpoint.
 """
 
 from __future__ import annotations

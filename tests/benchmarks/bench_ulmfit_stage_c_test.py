@@ -13,6 +13,11 @@ Runs go two at a time (one thread each), the dev runs first; rows are written as
 same checkpoint and settings keeps them, so the run can stop (``--deadline``) and go on.
 
     LMLIB_DATA_DIR=... nice -n 5 env OMP_NUM_THREADS=1 .venv/bin/python tests/benchmarks/bench_ulmfit_stage_c_test.py
+
+Its committed result was measured with the earlier ``train_classifier``, whose one slanted triangle spanned every
+unfreezing stage (the lower groups trained only in its decay tail); a rerun now gets one triangle per stage.
+bench_ulmfit_stage_c.py runs the paper's stage (c) (all layers until the dev split stops improving, whole reviews
+through BPT3C where the dev split prefers them) on any checkpoint.
 """
 
 from __future__ import annotations
