@@ -363,7 +363,7 @@ def copy_assets(dest: Path) -> None:
     dest.mkdir(parents=True, exist_ok=True)
     plotly_js = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
     shutil.copy2(plotly_js, dest / "plotly.min.js")
-    import lecture   # tools/lecture.py: reveal.js for the slide decks
+    import lecture  # tools/lecture.py: reveal.js for the slide decks
     lecture.copy_reveal(dest)
     es5 = Path(mathjax.__file__).parent / "static" / "mathjax" / "es5"
     target = dest / "mathjax"
@@ -384,7 +384,7 @@ def build(out: Path = DEFAULT_OUT, notebooks_dir: Path = REPO / "notebooks", qui
     from sphinx.application import Sphinx
 
     sys.path.insert(0, str(REPO / "tools"))
-    import lecture   # tools/lecture.py: slide decks, instructor notes, questionnaires
+    import lecture  # tools/lecture.py: slide decks, instructor notes, questionnaires
 
     start = time.perf_counter()
     readme = (REPO / "README.md").read_text(encoding="utf-8")

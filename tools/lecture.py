@@ -323,12 +323,17 @@ def deck_html(nb: dict, name: str, converter, timing: dict | None, static: str =
     minutes = {s["cell"]: m for s, m in zip(timing["sections"], timing["minutes"])} if timing else {}
     seconds = {c["cell"]: c["run_s"] for c in timing["cells"]} if timing else {}
     stacks: list[list[dict]] = []
+    total = sum(_slide_type(c) in ("slide", "subslide") for c in nb["cells"])
+    opening = (f"About {total} slides. Run the notebook before the class (JupyterLab: Run All), then step through it "
+               "live with the slideshow button, or show this deck; the instructor notes give the minutes."
+               if timing else "This notebook stores no outputs: present it live (JupyterLab's slideshow button, or "
+               "Voilà: .venv/bin/voila notebooks/demos.ipynb), using this deck for the order.")
     for i, cell in enumerate(nb["cells"]):
         typ = _slide_type(cell)
         if typ == "skip":
             continue
         if typ == "slide" or not stacks:
-            stacks.append([{"parts": [], "notes": []}])
+            stacks.append([{"parts": [], "notes": [] if stacks else [opening]}])
         elif typ == "subslide":
             stacks[-1].append({"parts": [], "notes": []})
         slide = stacks[-1][-1]

@@ -294,8 +294,10 @@ def build_site_lecture():
 
 
 def html_text(text: str) -> str:
+    """Text without tags and escapes, quotes made straight (Sphinx curls them): page text and content.json compare."""
     import html as _html
-    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", _html.unescape(text))).replace("\\", "").strip()
+    text = _html.unescape(re.sub(r"<[^>]+>", " ", text)).replace("\\", "")
+    return re.sub(r"\s+", " ", text.translate(str.maketrans("‘’“”", "''\"\""))).strip()
 
 
 def expected_slides(notebook: Path) -> int:
