@@ -58,7 +58,7 @@ def test_the_loss_is_the_formula_of_jean_et_al_computed_by_hand():
     K = 4
     expected = []
     for i in range(2):
-        corrected = lambda v: float(h[i] @ w[v] + b[v]) - math.log(K * float(q[v]))  # noqa: E731
+        corrected = lambda v, i=i: float(h[i] @ w[v] + b[v]) - math.log(K * float(q[v]))  # noqa: E731
         terms = [math.exp(corrected(int(y[i])))] + [math.exp(corrected(int(s))) for s in negatives if s != y[i]]
         expected.append(-corrected(int(y[i])) + math.log(sum(terms)))
     got = sampled_softmax_loss(h, y, w, b, negatives, q.log())

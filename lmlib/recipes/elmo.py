@@ -44,9 +44,9 @@ from ..runtime import eval_mode, seed_everything
 from ..text.vocab import BOS, EOS, PAD, SPECIALS, UNK, Vocab
 from ..training.callbacks import GradientClipping
 from ..training.distributed import mean_over_ranks
+from ..training.sampled_softmax import SampledSoftmax, unigram_proposal
 from ..training.schedules import WarmupCosine
 from ..training.trainer import Trainer
-from ..training.sampled_softmax import SampledSoftmax, unigram_proposal
 from .pretraining import PretrainError, PretrainRun, RunOptions, last_losses, loss_curve, plan, unsup_split
 from .shipping import PRETRAINED_DIR, load_shipped, save_shipped
 

@@ -3,7 +3,7 @@ for Text Classification".
 
 (a) **General-domain LM pretraining** — an AWD-LSTM language model (Merity et al. 2018) on a general
     corpus; here the Penn Treebank. :func:`pretrain` is the seeded recipe behind the small checkpoint
-    shipped in ``lmlib/pretrained/`` (``python -m lmlib pretrain awd-lstm``), and
+    shipped in ``lmlib/pretrained/`` (``python -m lmlib pretrain awd-lstm --preset gpu``), and
     :func:`load_pretrained` verifies its sha256 before loading.
 (b) **Target-task LM fine-tuning** — the same LM, on the target task's own text, with discriminative
     fine-tuning (one rate per layer, η^{l−1} = η^l / 2.6) and slanted triangular learning rates
@@ -46,7 +46,9 @@ from .shipping import PRETRAINED_DIR, REPORT, load_shipped, save_shipped
 NAME = "awd_lstm_ptb"
 CHECKPOINT_DIR = PRETRAINED_DIR
 
-# The checkpoint shipped in lmlib/pretrained/ (written by `python -m lmlib pretrain awd-lstm --preset full`).
+# `--preset full`: the recorded one-core recipe (6.7M tokens, dropouts 0.05), which made the stage (a) shipped until
+# 2026-12-01 (its pretrain.json is archived in lmlib/results/ulmfit_curve_ulmfit_short_pretraining.json). The one
+# shipped in lmlib/pretrained/ now is the gpu preset's (PRETRAIN_GPU below; its pretrain.json says so).
 PRETRAIN_CONFIG = dict(embed_size=200, hidden_size=256, num_layers=3,
                        embed_p=0.0, input_p=0.05, hidden_p=0.05, weight_p=0.05, output_p=0.05)
 PRETRAIN_RECIPE = dict(seed=0, batch_size=32, bptt=70, steps=3000, eta_max=4e-3, cut_frac=0.1, ratio=32.0,

@@ -60,7 +60,7 @@ def speed(make_trainer, batches, rounds: int, block: int) -> dict:
     a batch)."""
     per = {"exact": [], "sampled": []}
     trainers = {name: make_trainer(name) for name in per}
-    for name, (trainer, _) in trainers.items():  # warm-up
+    for trainer, _ in trainers.values():  # warm-up
         for batch in batches[:2]:
             trainer.train_step(batch)
     for r in range(rounds):
