@@ -264,3 +264,56 @@ def _windowed_causal_mask(size: int, window: int) -> torch.Tensor:
 
     t = torch.arange(size)
     return causal_mask(size) | (t[None, :] <= t[:, None] - window)
+
+
+# notebook 07
+@_function("07 STLR with a cosine decay", lambda: [(0, 100, 0.1, 32, 0.01), (5, 100, 0.1, 32, 0.01),
+                                                  (10, 100, 0.1, 32, 0.01), (57, 100, 0.1, 32, 0.01),
+                                                  (99, 100, 0.1, 32, 0.01), (3, 20, 0.25, 10, 0.004)])
+def _stlr_cosine(t: int, T: int, cut_frac: float, ratio: float, eta_max: float) -> float:
+    """STLR's rise (p = t / cut up to the peak), then p = (1 + cos(π (t − cut) / (T − cut))) / 2 down to 0, through
+    the same η_t = η_max · (1 + p (ratio − 1)) / ratio: the triangle's straight decay bent into a half cosine."""
+    import math
+
+    cut = math.floor(T * cut_frac)
+    p = t / cut if t < cut else (1 + math.cos(math.pi * (t - cut) / (T - cut))) / 2
+    return eta_max * (1 + p * (ratio - 1)) / ratio
+
+
+@_value("07 rates with a shared lowest pair")
+def _shared_lowest_rates() -> list[float]:
+    """Five groups (embedding, LSTM 1-3, head), η^L = 0.01 for the head, η^{l−1} = η^l / 2.6, except that the embedding
+    trains at LSTM 1's rate."""
+    rates = [0.01 / 2.6 ** k for k in (3, 3, 2, 1, 0)]
+    return rates
+
+
+def _left_padded_pool_cases() -> list[tuple]:
+    g = _generator(7)
+    H = torch.randn(3, 5, 4, generator=g)
+    mask = torch.tensor([[1, 1, 1, 1, 1], [0, 0, 0, 1, 1], [0, 0, 0, 0, 1]], dtype=torch.bool)
+    return [(H, mask)]
+
+
+@_function("07 first, last and max over left-padded rows", lambda: _left_padded_pool_cases())
+def _first_last_max(H: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``[h_first, h_T, maxpool(H)]`` ``(batch, 3d)`` over each row's real tokens, the padding on the left: the first
+    real token is where the padding ends, the last is the final position."""
+    rows = torch.arange(H.size(0))
+    first = mask.int().argmax(1)  # the first True of each row
+    h_max = H.masked_fill(~mask[..., None], float("-inf")).max(1).values
+    return torch.cat([H[rows, first], H[rows, -1], h_max], dim=1)
+
+
+@_function("07 head and tail by a fraction", lambda: [(list(range(10)), 4, 0.25), (list(range(10)), 8, 0.25),
+                                                      (list(range(12)), 6, 0.5), (list(range(3)), 8, 0.25),
+                                                      (list(range(9)), 9, 0.1), (list(range(20)), 7, 0.0)])
+def _head_tail_fraction(seq, max_len: int, head_frac: float) -> list:
+    """``seq`` whole when it fits, else its first ``floor(max_len · head_frac)`` items and its last ones up to
+    ``max_len``: a cut that keeps more of a review's ending, where its verdict often sits."""
+    import math
+
+    if len(seq) <= max_len:
+        return list(seq)
+    head = math.floor(max_len * head_frac)
+    return list(seq[:head]) + list(seq[len(seq) - (max_len - head):])
