@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from lmlib.eval import pos_probe as P
+from lmlib.recipes import pos_probe as P
 from lmlib.models.elmo import BiLM, BiLMConfig, elmo_representations
 from lmlib.recipes.elmo import standardize
 

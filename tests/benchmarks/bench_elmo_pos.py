@@ -37,7 +37,7 @@ import torch
 from common import load, machine, mean_se, write_result
 
 from lmlib.data import load_ud_pos
-from lmlib.eval import pos_probe as P
+from lmlib.recipes import pos_probe as P
 from lmlib.models.elmo import BiLM
 from lmlib.recipes import elmo as R
 

@@ -26,6 +26,8 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
+from .elmo import fit_probe, probe_accuracy, token_features
+
 # The tagger's recipe, fixed for every feature kind: Adam on rows drawn at random, as lmlib.recipes.elmo's probes.
 TAGGER = dict(steps=300, lr=0.01, weight_decay=1e-4, batch_size=512)
 
@@ -70,7 +72,6 @@ def word_rows(sentences: Sequence[Sequence], chosen: Sequence[int]) -> torch.Ten
 def bilm_features(bilm, sentences: Sequence[Sequence[str]], batch_size: int = 128) -> torch.Tensor:
     """``(n_words, L + 1, 2d)``: every layer of the frozen biLM at every word (:func:`lmlib.recipes.elmo.token_features`;
     each sentence read alone between ``<bos>`` and ``<eos>``)."""
-    from ..recipes.elmo import token_features
 
     return token_features(bilm, sentences, batch_size).cpu()
 
@@ -94,7 +95,6 @@ def fit_tagger(train_x: torch.Tensor, train_y: torch.Tensor, num_tags: int, laye
     """A linear softmax tagger (:class:`lmlib.models.elmo.FeatureProbe`) on one layer (``layer`` j) or on the
     scalar mix of all (``None``) of ``(n_words, L + 1, D)`` features, trained by ``recipe`` (:data:`TAGGER`) with
     seed ``seed``. Standardize the features first (:func:`lmlib.recipes.elmo.standardize`)."""
-    from ..recipes.elmo import fit_probe
 
     if train_x.dim() != 3 or train_x.size(0) != train_y.numel():
         raise ValueError(f"need features (n_words, layers, dim) and one tag per word; got {tuple(train_x.shape)} "
@@ -104,7 +104,6 @@ def fit_tagger(train_x: torch.Tensor, train_y: torch.Tensor, num_tags: int, laye
 
 def tagger_accuracy(tagger, x: torch.Tensor, y: torch.Tensor) -> float:
     """The share of words whose predicted tag is ``y``."""
-    from ..recipes.elmo import probe_accuracy
 
     return probe_accuracy(tagger, x, y)
 
