@@ -85,6 +85,10 @@ def _pretrain_parser(groups) -> None:
     p.add_argument("--resume", action="store_true",
                    help="continue the run whose resume.pt is in the output folder (same options): the final weights "
                         "equal an uninterrupted run's bit for bit")
+    p.add_argument("--from-milestone", type=Path, default=None, metavar="DIR",
+                   help="when the run's resume.pt is lost: go on from a milestone checkpoint it wrote on the way (e.g. "
+                        "<out>/tokens_16M, or a copy of it), same options: its weights, and the schedule, data and "
+                        "milestones from its step; the optimizer's moments start again from zero, so not bit for bit")
     p.add_argument("--steps", type=int, default=None, help="optimizer steps (default: the preset's)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1, as the shipped runs)")
     p.add_argument("--checkpoint-every", type=int, default=None, metavar="N",
@@ -179,7 +183,7 @@ def _pretrain(args: argparse.Namespace) -> int:
         # checks the device (and CUDA's bf16) now; the recipe's PretrainRun checks the folder, before any data is read
         options = RunOptions(device=args.device, bf16=args.bf16, checkpoint_every=every, resume=args.resume,
                              stop_after=args.stop_after, deadline=args.deadline,
-                             checkpoint_seconds=args.checkpoint_minutes * 60)
+                             checkpoint_seconds=args.checkpoint_minutes * 60, from_milestone=args.from_milestone)
         torch.set_num_threads(args.threads)
         # joins the process group when torchrun started this process (else does nothing); gloo for CPU tensors
         init_distributed(backend="auto" if pick_device(args.device).type == "cuda" else "gloo")

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from lmlib.recipes import pos_probe as P
 from lmlib.models.elmo import BiLM, BiLMConfig, elmo_representations
+from lmlib.recipes import pos_probe as P
 from lmlib.recipes.elmo import standardize
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "benchmarks"))

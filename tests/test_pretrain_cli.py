@@ -617,3 +617,82 @@ def test_a_bad_sample_count_is_refused_before_any_work(tmp_path, capsys):
     assert cli.main(["pretrain", "elmo", "--preset", "cpu", "--device", "cpu", "--out", str(tmp_path / "e"),
                      "--set", "sampled=0"]) == 2
     assert "sampled" in capsys.readouterr().err and not (tmp_path / "e").exists()
+
+
+def test_continue_at_takes_up_the_schedule_data_and_milestones_at_the_step_given():
+    """A run continued at step 3 from its weights there (its resume state lost) sees the batches, rates and milestone
+    saves an uninterrupted run saw from step 3 on; only the optimizer's moments start again."""
+    from lmlib.recipes.pretraining import Milestones
+    from lmlib.training.schedules import STLR
+    from lmlib.training.trainer import Callback, Trainer
+
+    batches = [(torch.full((2, 3), float(i)), torch.zeros(2, 1)) for i in range(8)]
+
+    class Seen(Callback):
+        def __init__(self):
+            self.batches, self.lrs = [], []
+
+        def on_batch_begin(self, trainer, batch):
+            self.batches.append(int(batch[0][0, 0]))
+
+        def on_batch_end(self, trainer, loss):
+            self.lrs.append(trainer.lr)
+
+    def run(continue_at=None, state=None):
+        torch.manual_seed(0)
+        model = torch.nn.Linear(3, 1)
+        if state is not None:
+            model.load_state_dict(state)
+        saved, seen = [], Seen()
+        trainer = Trainer(model, torch.optim.Adam(model.parameters(), lr=1e-2),
+                          lambda m, b: torch.nn.functional.mse_loss(m(b[0]), b[1]),
+                          [STLR(8), Milestones(6, [12, 30, 42], lambda t, tokens: saved.append((t.step, tokens))), seen])
+        snapshots = {}
+        trainer.callbacks.append(type("Snap", (Callback,), {"on_batch_end": lambda self, t, loss: snapshots.setdefault(
+            t.step, {k: v.clone() for k, v in t.model.state_dict().items()})})())
+        if continue_at is not None:
+            trainer.continue_at(continue_at)
+        trainer.fit(batches)
+        return trainer, saved, seen, snapshots
+
+    whole, saved_whole, seen_whole, snapshots = run()
+    part, saved_part, seen_part, _ = run(continue_at=3, state=snapshots[3])
+    assert seen_part.batches == seen_whole.batches[3:] == [3, 4, 5, 6, 7]
+    assert seen_part.lrs == pytest.approx(seen_whole.lrs[3:], rel=1e-12)  # the triangle from the run's first step
+    assert saved_whole == [(2, 12), (5, 30), (7, 42)] and saved_part == [(5, 30), (7, 42)]
+    assert part.step == whole.step == 8
+    with pytest.raises(ValueError, match="fresh trainer"):
+        part.continue_at(3)
+
+
+def test_a_run_whose_resume_state_is_lost_goes_on_from_its_milestone(tmp_path, capsys):
+    """Stopped after step 5 with a milestone at step 3 and its resume.pt then lost, the run goes on from the
+    milestone with --from-milestone: it writes only the milestones still ahead, ends at the planned step with the
+    tokens of the whole run, records where it went on from, keeps that through a later --resume, and is refused
+    with a resume.pt present or another recipe."""
+    trial = [a if a != "milestones=[50]" else "milestones=[120,240]" for a in CPU_TRIAL["ulmfit-imdb"]]
+    args = ["pretrain", "ulmfit-imdb", "--preset", "cpu", "--device", "cpu", "--steps", "8", *trial]
+    whole, part = tmp_path / "whole", tmp_path / "part"
+    assert cli.main([*args, "--out", str(whole)]) == 0, capsys.readouterr().err
+    assert cli.main([*args, "--out", str(part), "--stop-after", "5", "--checkpoint-every", "1"]) == 0
+    milestone = part / milestone_name(120)
+    assert json.loads((milestone / "pretrain.json").read_text())["steps"] == 3
+    first_240 = (part / milestone_name(240)).exists()
+    (part / RESUME).unlink()                             # lost with the work tree
+    shutil.copytree(milestone, tmp_path / "kept")        # the committed copy
+    shutil.rmtree(part / milestone_name(120))
+    capsys.readouterr()
+    code = cli.main([*args, "--out", str(part), "--from-milestone", str(tmp_path / "kept"), "--stop-after", "6",
+                     "--checkpoint-every", "1"])
+    assert code == 0 and "continued ulmfit_imdb from the milestone" in capsys.readouterr().out
+    assert not first_240 and (part / milestone_name(240)).is_dir() and not (part / milestone_name(120)).exists()
+    # its resume.pt is there again: that one goes on exactly, so the milestone is refused
+    assert cli.main([*args, "--out", str(part), "--from-milestone", str(tmp_path / "kept")]) == 2
+    assert cli.main([*args, "--out", str(part), "--resume"]) == 0, capsys.readouterr().err
+    done, reference = json.loads((part / "pretrain.json").read_text()), json.loads((whole / "pretrain.json").read_text())
+    assert done["tokens_seen"] == reference["tokens_seen"] == 8 * 4 * 10
+    assert done["continued_from_milestone"]["steps"] == 3 and "continued_from_milestone" not in reference
+    capsys.readouterr()
+    assert cli.main([*args, "--out", str(tmp_path / "other"), "--set", "eta_max=0.001",
+                     "--from-milestone", str(tmp_path / "kept")]) == 2  # another recipe's milestone
+    assert not (tmp_path / "other").exists()

@@ -228,6 +228,8 @@ def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full"
 
     config = BiLMConfig(vocab_size=len(vocab), **model_config)
     model = BiLM(config)
+    if job.weights_from is not None:  # this run's own milestone (--from-milestone)
+        model.load_state_dict(load_shipped(job.weights_from, NAME, REBUILD)[1])
     opt = job.adam(model.parameters(), adamw=False, lr=recipe["lr"])
     pad = vocab.stoi[SPECIALS[0]]
     tokens_per_step = recipe["batch_size"] * (n_words + 2 * len(train)) / len(train)  # on average: <bos> and <eos> too

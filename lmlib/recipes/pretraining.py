@@ -45,7 +45,7 @@ from typing import Any
 import torch
 
 from ..data import load_imdb
-from ..runtime import pick_device
+from ..runtime import pick_device, seed_everything
 from ..training.callbacks import StepProgress, TimeBudget
 from ..training.distributed import is_distributed, is_main_process, shard_batches, world_size
 from ..training.trainer import Callback, Trainer
@@ -71,7 +71,8 @@ class RunOptions:
     a step (to try ``resume``: the run stops there as if interrupted, its last checkpoint left in place); ``deadline``:
     seconds of training the schedule is fitted to (:class:`~lmlib.training.callbacks.TimeBudget`);
     ``checkpoint_seconds``: a resumable checkpoint also after that many seconds since the last one (one process
-    only: under torchrun the ranks would not agree on the moment)."""
+    only: under torchrun the ranks would not agree on the moment); ``from_milestone``: a milestone folder the run wrote
+    on the way, to go on from when its ``resume.pt`` is lost (:meth:`PretrainRun.fit`)."""
 
     device: str = "cpu"
     bf16: bool = False
@@ -80,6 +81,7 @@ class RunOptions:
     resume: bool = False
     stop_after: int | None = None
     deadline: float | None = None
+    from_milestone: str | Path | None = None
 
     def __post_init__(self):
         if self.deadline is not None and not self.deadline > 0:
@@ -90,6 +92,9 @@ class RunOptions:
             value = getattr(self, field)
             if value is not None and value < 1:
                 raise PretrainError(f"--{field.replace('_', '-')} must be at least 1, got {value}")
+        if self.from_milestone is not None and self.resume:
+            raise PretrainError("--resume and --from-milestone exclude each other: --resume goes on from resume.pt, "
+                                "--from-milestone from a milestone's weights when resume.pt is lost")
         if self.device not in ("auto", "cpu", "cuda"):
             raise PretrainError(f"unknown device {self.device!r}: use auto, cpu or cuda")
         if self.device == "cuda":
@@ -164,7 +169,8 @@ class _RunControl(Callback):
             due = due or self.signalled is not None
             due = due or (seconds is not None and time.perf_counter() - self.last_save >= seconds)
         if due:
-            trainer.save_checkpoint(self.run.resume_path, {"run": self.run.meta, "world_sizes": self.run.world_sizes})
+            trainer.save_checkpoint(self.run.resume_path, {"run": self.run.meta, "world_sizes": self.run.world_sizes,
+                                                           "continued_from_milestone": self.run.continued_from})
             self.last_save = time.perf_counter()
         if self.signalled is not None and not is_distributed():
             raise StopRequested(f"stopped by {self.signalled} after step {trainer.step}, {self.run.resume_path} "
@@ -205,6 +211,9 @@ class Milestones(Callback):
             self.save(trainer, self.milestones[self.passed])
             self.passed += 1
 
+    def on_continue(self, trainer: Trainer) -> None:
+        self.passed = sum(trainer.step * self.tokens_per_step >= m for m in self.milestones)
+
     def state_dict(self) -> dict:
         return {"passed": self.passed}
 
@@ -243,7 +252,11 @@ class PretrainRun:
         self.resumed_from_world_size: int | None = None  # the process count that wrote the resume.pt being resumed
         self._progress: StepProgress | None = None
         self.train_seconds = 0.0  # of the last fit
+        self.milestone: dict | None = None  # the milestone this process continues from (options.from_milestone)
+        self.continued_from: dict | None = None  # that milestone, or the one an earlier stretch of the run went on from
         self._check_out_dir()
+        if self.options.from_milestone is not None:
+            self._check_milestone(Path(self.options.from_milestone))
 
     # -- the folder ------------------------------------------------------------------------------------------
     def _differences(self, recorded: Mapping, keys) -> list[str]:
@@ -318,6 +331,7 @@ class PretrainRun:
                 raise PretrainError(f"{self.resume_path} holds this run, unfinished at step {saved['step']}: pass "
                                     f"--resume to continue it, or delete the file to start over")
             resumed_at = int(saved["step"])
+            self.continued_from = saved.get("continued_from_milestone")
             earlier = saved.get("world_sizes", [recorded["world_size"]])
             self.resumed_from_world_size = earlier[-1]
             self.world_sizes = earlier if earlier[-1] == world_size() else [*earlier, world_size()]
@@ -326,6 +340,41 @@ class PretrainRun:
             raise PretrainError(f"nothing to resume: there is no {RESUME} in {out}{finished}. A run writes it every "
                                 f"--checkpoint-every steps; start without --resume")
         self._check_stop_after(resumed_at)
+
+    def _check_milestone(self, folder: Path) -> None:
+        """A milestone of this very run (same model, recipe and config), before a step still to take, and no
+        ``resume.pt`` in the output folder (that one would go on exactly: ``--resume``)."""
+        if self.resume_path.is_file():
+            raise PretrainError(f"{self.resume_path} holds this run's resume state: continue it with --resume (exact), "
+                                f"not --from-milestone")
+        report_path = folder / REPORT
+        if not report_path.is_file():
+            raise PretrainError(f"--from-milestone {folder}: no {REPORT} there; name a milestone folder this run wrote "
+                                f"(e.g. <out>/tokens_16M)")
+        report = json.loads(report_path.read_text())
+        weights = [f for f in report.get("sha256", {}) if f.endswith(".safetensors")]
+        if f"{self.name}.safetensors" not in weights:
+            raise PretrainError(f"--from-milestone {folder} holds a checkpoint of another model "
+                                f"({', '.join(weights) or 'unknown'}), not {self.name}")
+        config = report.get("config", {})
+        recorded = {"recipe": report.get("recipe"), "config": {k: config.get(k) for k in self.meta["config"]}}
+        wrong = self._differences(recorded, ("recipe", "config"))
+        if wrong:
+            raise PretrainError(f"--from-milestone {folder} was written by a run with other options ({'; '.join(wrong)}): "
+                                f"continue it with the options it was started with")
+        steps = report.get("steps")
+        if not isinstance(steps, int) or not 1 <= steps < self.meta["recipe"]["steps"]:
+            raise PretrainError(f"--from-milestone {folder}: its {REPORT} records step {steps!r}, not a step inside "
+                                f"this run's {self.meta['recipe']['steps']}")
+        self._check_stop_after(steps)
+        self.milestone = self.continued_from = {"folder": str(folder), "steps": steps,
+                                                "tokens_seen": report.get("tokens_seen"),
+                                                "sha256": report["sha256"][f"{self.name}.safetensors"]}
+
+    @property
+    def weights_from(self) -> Path | None:
+        """The milestone folder whose weights the recipe loads in place of its start (``--from-milestone``), or None."""
+        return Path(self.milestone["folder"]) if self.milestone else None
 
     # -- training --------------------------------------------------------------------------------------------
     def trainer_options(self) -> dict:
@@ -361,6 +410,13 @@ class PretrainRun:
             trainer.callbacks.append(TimeBudget(self.options.deadline, steps=self.meta["recipe"]["steps"]))
         control = _RunControl(self)
         trainer.callbacks.append(control)
+        if self.milestone is not None:  # the recipe has loaded its weights (weights_from)
+            trainer.continue_at(self.milestone["steps"])
+            seed_everything(self.meta["recipe"].get("seed", 0) + self.milestone["steps"])  # fresh dropout masks
+            if is_main_process():
+                print(f"continued {self.name} from the milestone {self.milestone['folder']} at step {trainer.step}: "
+                      f"its weights, the schedule, data and milestones from that step, the optimizer's moments from "
+                      f"zero", flush=True)
         if self.options.resume:
             trainer.load_checkpoint(self.resume_path)  # also restores every global random generator
             if is_main_process():
@@ -403,6 +459,8 @@ class PretrainRun:
             run.update(device_name=torch.cuda.get_device_name(self.device), torch=torch.__version__)
         if len(self.world_sizes) > 1:
             run["world_sizes"] = self.world_sizes  # processes per stretch, in order, when a resume changed them
+        if self.continued_from is not None:
+            report = {**report, "continued_from_milestone": self.continued_from}
         return report if run == {"device": "cpu", "bf16": False, "world_size": 1} else {**report, "run": run}
 
     def finish(self) -> None:

@@ -291,7 +291,9 @@ def finetune_imdb(out_dir: str | Path, steps: int | None = None, preset: str = "
     job = PretrainRun(IMDB_NAME, out_dir, {"recipe": recipe, "config": {}}, run, preset)
     seed_everything(recipe["seed"])
     lm_texts, held_out = imdb_lm_texts(recipe["held_out_reviews"], recipe["seed"], recipe.get("train_reviews"))
-    if start_dir is not None:  # go on training a stage (b) LM, its vocabulary as it is
+    if job.weights_from is not None:  # this run's own milestone (--from-milestone): its weights and vocabulary
+        lm, vocab = load_pretrained(job.weights_from, **recipe["dropouts"])
+    elif start_dir is not None:  # go on training a stage (b) LM, its vocabulary as it is
         lm, vocab = load_pretrained(start_dir, **recipe["dropouts"])
     else:
         lm, vocab = imdb_vocab_and_lm(lm_texts, recipe=recipe)

@@ -108,6 +108,9 @@ class STLR(LRSchedule):
             self.start_step = trainer.step
         super().on_fit_begin(trainer)
 
+    def on_continue(self, trainer) -> None:
+        self.start_step = 0  # the triangle spans the whole run, from its first step
+
     def retarget(self, total: int) -> None:
         """Lay the triangle over a run cut to ``total`` steps in all (:class:`~lmlib.training.callbacks.TimeBudget`)."""
         self.T = max(1, total - (self.start_step or 0))

@@ -140,6 +140,9 @@ class Callback:
         """Every ``log_every`` steps and at the end of an epoch: the losses of the steps since the last call."""
     def on_epoch_end(self, trainer: Trainer, logs: dict[str, float]) -> None: ...
     def on_fit_end(self, trainer: Trainer) -> None: ...
+    def on_continue(self, trainer: Trainer) -> None:
+        """The run goes on from ``trainer.step`` without the state this callback had there
+        (:meth:`Trainer.continue_at`): set yourself as you would stand at that step."""
     def state_dict(self) -> dict:
         return {}
     def load_state_dict(self, state: dict) -> None: ...
@@ -436,6 +439,19 @@ class Trainer:
                 return
             extra = {**(extra or {}), "by_rank": by_rank}
         save_checkpoint(path, {**(extra or {}), **self.state_dict()})
+
+    def continue_at(self, step: int) -> None:
+        """Go on with a run of one epoch from step ``step``, its weights at that step already in the model but neither
+        its optimizer's state nor its callbacks' (a run whose resume.pt is lost, continued from a checkpoint it wrote
+        on the way): the next :meth:`fit` skips the ``step`` batches already taken, each callback's ``on_continue``
+        sets it to that step, and the optimizer's moments start again from zero. Unlike :meth:`load_checkpoint` the
+        run does not go on exactly as if never stopped."""
+        if self.step or self.epoch:
+            raise ValueError(f"continue_at is for a fresh trainer; this one is at step {self.step}")
+        if step < 1:
+            raise ValueError(f"step must be at least 1, got {step}")
+        self.step = self._epoch_step = step
+        self._emit("on_continue")
 
     def load_checkpoint(self, path) -> None:
         """Restore a checkpoint written by :meth:`save_checkpoint`, random generators included.

@@ -37,9 +37,9 @@ import torch
 from common import load, machine, mean_se, write_result
 
 from lmlib.data import load_ud_pos
-from lmlib.recipes import pos_probe as P
 from lmlib.models.elmo import BiLM
 from lmlib.recipes import elmo as R
+from lmlib.recipes import pos_probe as P
 
 SETTINGS = dict(sizes=[100, 1000], pool_sentences=3000, pool_seed=1234, test_split="test", tagger=P.TAGGER,
                 word2vec=dict(epochs=5, vector_size=100, window=5, negative=5, min_count=5, seed=0))
