@@ -139,3 +139,23 @@ def test_the_summary_reads_each_condition_at_its_chosen_length_with_standard_err
     diff = out["ulmfit - scratch"]
     assert diff["difference"] == pytest.approx(0.14) and diff["se"] == pytest.approx((0.01 ** 2 + 0.01 ** 2) ** 0.5)
     assert diff["beyond_two_se"] and out["ulmfit - bow_whole"]["difference"] == pytest.approx(0.04)
+
+
+def _double(job):
+    return {"job": job, "value": 2 * job}
+
+
+def test_the_job_pool_runs_every_job_not_yet_in_the_rows_and_saves_after_each_and_starts_none_after_the_deadline():
+    from common import run_pool
+
+    rows, saves = [{"job": 1, "value": 2}], []
+
+    def todo():
+        return [j for j in (1, 2, 3, 4) if j not in {r["job"] for r in rows}]
+
+    assert run_pool(todo, _double, rows, lambda: saves.append(len(rows)), workers=2)
+    assert sorted(r["job"] for r in rows) == [1, 2, 3, 4] and all(r["value"] == 2 * r["job"] for r in rows)
+    assert saves[-1] == 4 and len(saves) == 4   # after each of the three jobs, and once at the end
+    late = []
+    assert not run_pool(lambda: [5], _double, late, lambda: None, workers=2, deadline=0)
+    assert late == []

@@ -34,6 +34,8 @@ import shutil
 import sys
 from pathlib import Path
 
+from slides import PLOTLY, WIDGET_VIEW, cell_source  # tools/slides.py, beside this file
+
 REPO = Path(__file__).resolve().parents[1]
 LECTURE = REPO / "tools" / "lecture"
 TIMINGS = LECTURE / "timings.json"
@@ -44,13 +46,6 @@ VENDOR = REPO / "tools" / "site" / "vendor" / "reveal.js"
 HOUR_MIN, QUESTIONS_MIN = 60, 10
 TALK_MIN_PER_SLIDE = 1.5   # minutes an instructor spends on one slide or subslide, before any cell runs
 LIVE_S = 2.0               # a cell slower than this is one to talk over while it runs
-WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
-PLOTLY = "application/vnd.plotly.v1+json"
-
-
-def _source(cell: dict) -> str:
-    src = cell.get("source", "")
-    return "".join(src) if isinstance(src, list) else src
 
 
 def _slide_type(cell: dict) -> str:
@@ -88,7 +83,7 @@ def notebook_timings(nb: dict) -> dict:
     """Per-cell and per-section run times of one notebook's stored run, with each section's slide count."""
     sections, cells, first = [], [], None
     for i, cell in enumerate(nb["cells"]):
-        src = _source(cell)
+        src = cell_source(cell)
         if cell.get("cell_type") == "markdown" and re.match(r"#{1,2} ", src):
             sections.append({"title": _heading(src), "cell": i, "run_s": 0.0, "slides": 0, "live": []})
         if not sections:
@@ -162,8 +157,8 @@ def _first_sentence(text: str, limit: int = 240) -> str:
 def _prose_before(nb: dict, i: int) -> str:
     for j in range(i - 1, -1, -1):
         cell = nb["cells"][j]
-        if cell.get("cell_type") == "markdown" and not _source(cell).lstrip().startswith("<details"):
-            return _first_sentence(_source(cell))
+        if cell.get("cell_type") == "markdown" and not cell_source(cell).lstrip().startswith("<details"):
+            return _first_sentence(cell_source(cell))
     return ""
 
 
@@ -172,7 +167,7 @@ def exercise_hints(nb: dict) -> list[str]:
     hints = []
     for cell in nb["cells"]:
         if cell.get("cell_type") == "code":
-            for m in re.finditer(r'hint\s*=\s*\(?\s*((?:f?"(?:[^"\\]|\\.)*"\s*)+)', _source(cell)):
+            for m in re.finditer(r'hint\s*=\s*\(?\s*((?:f?"(?:[^"\\]|\\.)*"\s*)+)', cell_source(cell)):
                 pieces = re.findall(r'"((?:[^"\\]|\\.)*)"', m.group(1))
                 hints.append("".join(pieces).replace('\\"', '"'))
     return list(dict.fromkeys(hints))
@@ -180,7 +175,7 @@ def exercise_hints(nb: dict) -> list[str]:
 
 def prediction_exercises(nb: dict) -> list[str]:
     return [m.group(1).strip() for cell in nb["cells"] if cell.get("cell_type") == "code"
-            for m in re.finditer(r"#\s*your prediction:\s*(.+)", _source(cell))]
+            for m in re.finditer(r"#\s*your prediction:\s*(.+)", cell_source(cell))]
 
 
 def _md(text: str) -> str:
@@ -189,7 +184,7 @@ def _md(text: str) -> str:
 
 
 def instructor_page(name: str, nb: dict, timing: dict, content: dict) -> str:
-    title = _heading(_source(nb["cells"][0]))
+    title = _heading(cell_source(nb["cells"][0]))
     stem = Path(name).stem
     lines = [f"# Instructor notes: {_md(title)}", "",
              f'For a one-hour session on `notebooks/{name}`. <a href="../notebooks/{stem}.html">The notebook\'s page</a> · '
@@ -248,7 +243,7 @@ def instructor_page(name: str, nb: dict, timing: dict, content: dict) -> str:
 
 
 def question_pages(name: str, nb: dict, content: dict) -> tuple[str, str]:
-    title = _heading(_source(nb["cells"][0]))
+    title = _heading(cell_source(nb["cells"][0]))
     stem = Path(name).stem
     questions = content.get("questions", [])
     ask = [f"# Questionnaire: {_md(title)}", "",
@@ -319,7 +314,7 @@ def deck_css() -> str:
 def deck_html(nb: dict, name: str, converter, timing: dict | None, static: str = "../_static/") -> str:
     """One notebook (its outputs already turned into HTML by the site's converter) as a reveal.js deck."""
     md = _markdown()
-    title = _heading(_source(nb["cells"][0]))
+    title = _heading(cell_source(nb["cells"][0]))
     minutes = {s["cell"]: m for s, m in zip(timing["sections"], timing["minutes"])} if timing else {}
     seconds = {c["cell"]: c["run_s"] for c in timing["cells"]} if timing else {}
     stacks: list[list[dict]] = []
@@ -339,7 +334,7 @@ def deck_html(nb: dict, name: str, converter, timing: dict | None, static: str =
         slide = stacks[-1][-1]
         if i in minutes:
             slide["notes"].append(f"About {minutes[i]} minutes for this section.")
-        src = _source(cell)
+        src = cell_source(cell)
         if cell.get("cell_type") == "markdown":
             body = md.render(src)
         else:

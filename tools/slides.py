@@ -37,14 +37,15 @@ WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 PLOTLY = "application/vnd.plotly.v1+json"
 
 
-def _source(cell: dict) -> str:
+def cell_source(cell: dict) -> str:
+    """A cell's source as one string (nbformat allows a list of lines)."""
     src = cell.get("source", "")
     return "".join(src) if isinstance(src, list) else src
 
 
 def key(cell: dict) -> str:
     """The cell's opening words: how the plan finds a cell again if its id changed."""
-    return re.sub(r"\s+", " ", _source(cell)).strip()[:60]
+    return re.sub(r"\s+", " ", cell_source(cell)).strip()[:60]
 
 
 def _visual(cell: dict) -> bool:
@@ -60,7 +61,7 @@ def _visual(cell: dict) -> bool:
 
 def weight(cell: dict) -> float:
     """Roughly how many lines of a slide the cell takes: its text wrapped at 90 characters, and its outputs."""
-    src = _source(cell)
+    src = cell_source(cell)
     lines = sum(max(1, math.ceil(len(line) / 90)) for line in src.splitlines()) if src.strip() else 0
     if cell.get("cell_type") == "markdown":
         lines += 2 * src.count("$$") // 2 + (8 if "figures/" in src else 0)
@@ -88,7 +89,7 @@ IMPORT_LINE = re.compile(r"\s*(import |from \S+ import |%|\)|[A-Za-z_][\w.]*\s*,
 
 def plumbing(cell: dict, first_code: bool = False) -> str | None:
     """Why a cell is left out of the lecture (None: it is not). The first code cell, mostly imports, is the set-up."""
-    src = _source(cell).strip()
+    src = cell_source(cell).strip()
     if cell.get("cell_type") == "markdown":
         return "a folded solution" if src.startswith("<details") else None
     if not src:
@@ -109,7 +110,7 @@ def plan_notebook(nb: dict, overrides: dict[str, str] | None = None) -> list[dic
     overrides = overrides or {}
     rows, filled, after_visual, seen_code = [], 0.0, False, False
     for i, cell in enumerate(nb["cells"]):
-        src, kind, w = _source(cell), cell.get("cell_type"), weight(cell)
+        src, kind, w = cell_source(cell), cell.get("cell_type"), weight(cell)
         skip = plumbing(cell, first_code=kind == "code" and not seen_code)
         seen_code = seen_code or kind == "code"
         if i == 0:

@@ -34,14 +34,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import sys
 import time
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 
 import torch
-from common import RESULTS, dev_split, imdb_test_subset, kept_rows, load, machine, mean_se, write_result
+from common import RESULTS, dev_split, imdb_test_subset, kept_rows, load, machine, mean_se, run_pool, write_result
 
 from lmlib.data import load_imdb
 from lmlib.models.awd_lstm import AWDLSTMLanguageModel
@@ -259,23 +257,8 @@ def main(argv=None) -> int:
             str(n): {c: chosen_length(rows, c, n, settings) for c in ("ulmfit", "scratch")} for n in settings["sizes"]},
             "summary": summarise(rows, settings), "load_after": load()})
 
-    start, running = time.perf_counter(), {}
-    with ProcessPoolExecutor(args.workers, mp_context=multiprocessing.get_context("fork")) as pool:
-        while True:
-            late = args.deadline is not None and time.perf_counter() - start > args.deadline
-            busy = list(running.values())
-            for job in [] if late else [j for j in jobs(settings, rows) if j not in busy][: args.workers - len(running)]:
-                running[pool.submit(run_job, job)] = job
-            if not running:
-                break
-            finished, _ = wait(running, return_when=FIRST_COMPLETED)
-            for future in finished:
-                del running[future]
-                rows.append(future.result())
-                print(json.dumps(rows[-1]), flush=True)
-                save()
-    save()
-    print("late: stopped at the deadline" if jobs(settings, rows) else "all runs done", flush=True)
+    done = run_pool(lambda: jobs(settings, rows), run_job, rows, save, args.workers, args.deadline)
+    print("all runs done" if done else "late: stopped at the deadline", flush=True)
     for s in summarise(rows, settings):
         print(json.dumps(s), flush=True)
     return 0

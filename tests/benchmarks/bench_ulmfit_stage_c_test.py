@@ -24,15 +24,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import sys
-import time
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 
 import bench_ulmfit_stage_c_dev as D
 import torch
-from common import dev_split, imdb_test_subset, kept_rows, load, machine, read_result, summarise, write_result
+from common import dev_split, imdb_test_subset, kept_rows, load, machine, read_result, run_pool, summarise, write_result
 
 from lmlib.data import load_imdb
 from lmlib.recipes import ulmfit as U
@@ -152,23 +149,8 @@ def main(argv=None) -> int:
                            "summary": summarise(tested, ("condition", "n_labels")) if tested else [],
                            "load_after": load()})
 
-    start, running = time.perf_counter(), {}
-    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("fork")) as pool:
-        while True:
-            late = args.deadline is not None and time.perf_counter() - start > args.deadline
-            busy = list(running.values())
-            for job in [] if late else [j for j in jobs(settings, rows) if j not in busy][: 2 - len(running)]:
-                running[pool.submit(train_and_score, job)] = job
-            if not running:
-                break
-            finished, _ = wait(running, return_when=FIRST_COMPLETED)
-            for future in finished:
-                del running[future]
-                rows.append(future.result())
-                print(json.dumps(rows[-1]), flush=True)
-                save()
-    save()
-    print("late: stopped at the deadline" if jobs(settings, rows) else "all runs done", flush=True)
+    done = run_pool(lambda: jobs(settings, rows), train_and_score, rows, save, 2, args.deadline)
+    print("all runs done" if done else "late: stopped at the deadline", flush=True)
     return 0
 
 

@@ -11,13 +11,16 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import multiprocessing
 import os
 import platform
 import shlex
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 
 import torch
@@ -277,6 +280,30 @@ class EpochReport(Callback):
         self.result.update(test_ppl=test_ppl, valid_ppl=self.result["epochs"][-1]["valid_ppl"], seconds=seconds,
                            **extra, finished=not probe and len(self.result["epochs"]) == epochs)
         self.write()
+
+
+def run_pool(todo: Callable[[], list], run: Callable, rows: list, save: Callable[[], None], workers: int,
+             deadline: float | None = None) -> bool:
+    """Run the jobs ``todo()`` names (asked again after each finishes, so a resumed study skips what ``rows`` holds)
+    in ``workers`` forked processes, each ``run(job)`` appended to ``rows`` as it finishes, printed and ``save()``d;
+    no new job starts once ``deadline`` seconds have passed. True when every job is done."""
+    start, running = time.perf_counter(), {}
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        while True:
+            late = deadline is not None and time.perf_counter() - start > deadline
+            busy = list(running.values())
+            for job in [] if late else [j for j in todo() if j not in busy][: workers - len(running)]:
+                running[pool.submit(run, job)] = job
+            if not running:
+                break
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                del running[future]
+                rows.append(future.result())
+                print(json.dumps(rows[-1]), flush=True)
+                save()
+    save()
+    return not todo()
 
 
 # -- several local processes under torchrun (bench_ddp.py, bench_torchrun_exit.py and the DDP tests) -------------
