@@ -69,6 +69,19 @@ def find_chromium() -> str | None:
     return None
 
 
+def keep_local(page, blocked: list[str]) -> None:
+    """Let ``page`` reach only 127.0.0.1 (and data:/blob: URLs): any other request is aborted and its URL appended to
+    ``blocked``, so a test can fail on it by name."""
+    def route(r):
+        if r.request.url.startswith(("http://127.0.0.1", "ws://127.0.0.1", "data:", "blob:")):
+            r.continue_()
+        else:
+            blocked.append(r.request.url)
+            r.abort()
+
+    page.route("**/*", route)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 import pytest
-from labdriver import REPO, TOLERATED_CONSOLE, LabServer, find_chromium, prepare_root
+from labdriver import REPO, TOLERATED_CONSOLE, LabServer, find_chromium, keep_local, prepare_root
 
 CHROMIUM = find_chromium()
 if CHROMIUM is None:
@@ -79,15 +79,7 @@ def test_a_notebook_runs_as_live_slides_and_its_widget_answers_the_keyboard(lab)
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 800})
-
-            def route(r):
-                if r.request.url.startswith(("http://127.0.0.1", "ws://127.0.0.1", "data:", "blob:")):
-                    r.continue_()
-                else:
-                    blocked.append(r.request.url)
-                    r.abort()
-
-            page.route("**/*", route)
+            keep_local(page, blocked)
             page.on("console", lambda m: console.append(m.text[:300]) if m.type == "error" and not any(
                 pattern.search(m.text) for pattern, _ in TOLERATED_CONSOLE) else None)
             page.on("pageerror", lambda e: console.append(f"uncaught: {str(e)[:300]}"))

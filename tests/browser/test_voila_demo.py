@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 from a11y import audit
-from labdriver import REPO, TYPED_BOXES, find_chromium, free_port, prepare_root
+from labdriver import REPO, TYPED_BOXES, find_chromium, free_port, keep_local, prepare_root
 
 CHROMIUM = find_chromium()
 if CHROMIUM is None:
@@ -190,15 +190,7 @@ def test_voila_serves_the_demo_page_with_every_view(voila_url):
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
-
-            def route(r):
-                if r.request.url.startswith(("http://127.0.0.1", "ws://127.0.0.1", "data:", "blob:")):
-                    r.continue_()
-                else:
-                    blocked.append(r.request.url)
-                    r.abort()
-
-            page.route("**/*", route)
+            keep_local(page, blocked)
             page.on("console", lambda m: console.append(m.text) if m.type == "error" else None)
             # Not "load": Voilà streams the page while the kernel runs it, and the load event came late or never
             # under a busy machine; the widgets on the page are what the test waits for.
