@@ -23,7 +23,7 @@ from safetensors.torch import load_file
 from lmlib import __main__ as cli
 from lmlib.data import sha256_of
 from lmlib.recipes import bert, elmo, gpt, ulmfit
-from lmlib.recipes.pretraining import RESUME, PretrainError, PretrainRun, milestone_name, plan
+from lmlib.recipes.pretraining import LAST_STOP, RESUME, PretrainError, PretrainRun, milestone_name, plan
 from lmlib.recipes.shipping import PRETRAINED_DIR
 
 NAMES = {"gpt": "gpt_imdb", "bert": "bert_imdb", "elmo": "elmo_imdb", "awd-lstm": "awd_lstm_ptb",
@@ -677,6 +677,8 @@ def test_a_run_whose_resume_state_is_lost_goes_on_from_its_milestone(tmp_path, c
     assert cli.main([*args, "--out", str(part), "--stop-after", "5", "--checkpoint-every", "1"]) == 0
     milestone = part / milestone_name(120)
     assert json.loads((milestone / "pretrain.json").read_text())["steps"] == 3
+    stopped = json.loads((part / LAST_STOP / "pretrain.json").read_text())  # the stop also wrote its weights
+    assert (stopped["steps"], stopped["tokens_seen"]) == (5, 5 * 4 * 10)
     first_240 = (part / milestone_name(240)).exists()
     (part / RESUME).unlink()                             # lost with the work tree
     shutil.copytree(milestone, tmp_path / "kept")        # the committed copy

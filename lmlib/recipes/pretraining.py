@@ -53,6 +53,7 @@ from .shipping import REPORT
 
 PRESETS = ("teach", "full", "gpu", "cpu")
 RESUME = "resume.pt"
+LAST_STOP = "last_stop"  # a milestone-format checkpoint written when a run with milestones is stopped
 GPU_LOG_EVERY = 100  # steps between reads of the loss from the device in the gpu preset
 
 
@@ -153,8 +154,9 @@ def last_losses(losses: list[float]) -> dict:
 class _RunControl(Callback):
     """Writes the resume checkpoint every ``every`` steps, every ``checkpoint_seconds`` and when the process is asked
     to stop (``signalled``: set by :meth:`PretrainRun.fit`'s SIGTERM/SIGINT handler), and stops after ``stop_after``
-    or such a signal: one callback, always present, so a checkpoint's callback list matches whatever options the
-    resuming run was given."""
+    or such a signal, first writing the weights as a milestone into ``<out>/last_stop`` when the recipe has
+    milestones (what ``--from-milestone`` goes on from if ``resume.pt`` is lost): one callback, always present, so a
+    checkpoint's callback list matches whatever options the resuming run was given."""
 
     def __init__(self, run: PretrainRun):
         self.run = run
@@ -172,6 +174,9 @@ class _RunControl(Callback):
             trainer.save_checkpoint(self.run.resume_path, {"run": self.run.meta, "world_sizes": self.run.world_sizes,
                                                            "continued_from_milestone": self.run.continued_from})
             self.last_save = time.perf_counter()
+        stopping = (self.signalled is not None and not is_distributed()) or (stop is not None and trainer.step >= stop)
+        if stopping and self.run._stop_save is not None and is_main_process():
+            self.run._stop_save(trainer)  # the weights as a milestone: --from-milestone goes on from it without resume.pt
         if self.signalled is not None and not is_distributed():
             raise StopRequested(f"stopped by {self.signalled} after step {trainer.step}, {self.run.resume_path} "
                                 f"written")
@@ -252,6 +257,7 @@ class PretrainRun:
         self.resumed_from_world_size: int | None = None  # the process count that wrote the resume.pt being resumed
         self._progress: StepProgress | None = None
         self.train_seconds = 0.0  # of the last fit
+        self._stop_save: Callable[[Trainer], None] | None = None  # writes <out>/last_stop (set by milestones())
         self.milestone: dict | None = None  # the milestone this process continues from (options.from_milestone)
         self.continued_from: dict | None = None  # that milestone, or the one an earlier stretch of the run went on from
         self._check_out_dir()
@@ -393,6 +399,7 @@ class PretrainRun:
         marks = self.meta["recipe"].get("milestones")
         if not marks:
             return []
+        self._stop_save = lambda trainer: save(self.out_dir / LAST_STOP, trainer, round(trainer.step * tokens_per_step))
         return [Milestones(tokens_per_step, marks,
                            lambda trainer, tokens: save(self.out_dir / milestone_name(tokens), trainer, tokens))]
 
@@ -469,5 +476,5 @@ class PretrainRun:
             os.remove(self.resume_path)
 
 
-__all__ = ["PRESETS", "RESUME", "GPU_LOG_EVERY", "PretrainError", "StopRequested", "RunOptions", "plan", "Milestones",
+__all__ = ["PRESETS", "RESUME", "LAST_STOP", "GPU_LOG_EVERY", "PretrainError", "StopRequested", "RunOptions", "plan", "Milestones",
            "milestone_name", "loss_curve", "last_losses", "unsup_split", "PretrainRun"]
