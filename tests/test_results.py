@@ -30,9 +30,10 @@ def serve(monkeypatch, name: str, change) -> None:
 # -- every committed result against its checkpoint -----------------------------------------------------------------
 
 def _known_checkpoints() -> list[dict]:
-    """The sha256 of every file of every checkpoint a result may name: shipped, staged, and each one a shipped
-    checkpoint replaced (kept as ``checkpoint_report`` in the archived result its ``replaced`` names)."""
-    reports = [report for report, _ in [*results.shipped().values(), *results.staged().values()]]
+    """The sha256 of every file of every checkpoint a result may name: shipped, staged, a CPU run's milestone, and
+    each one a shipped checkpoint replaced (kept as ``checkpoint_report`` in the archived result its ``replaced`` names)."""
+    reports = [report for report, _ in [*results.shipped().values(), *results.staged().values(),
+                                        *results.cpu_milestones().values()]]
     reports += [results.short_pretraining_report(name) for name, (report, _) in results.shipped().items()
                 if "replaced" in report]
     return [report["sha256"] for report in reports]
@@ -58,9 +59,9 @@ def test_every_committed_result_loads_names_its_script_and_matches_its_checkpoin
         assert len(replaced) == 1 and data["checkpoint_sha256"] in replaced[0]["sha256"].values()
 
 
-@pytest.mark.parametrize("folder", sorted(results.staged()))
+@pytest.mark.parametrize("folder", sorted(results.staged()) + sorted(results.cpu_milestones()))
 def test_staged_weights_are_the_files_their_report_names(folder):
-    report, where = results.staged()[folder]
+    report, where = {**results.staged(), **results.cpu_milestones()}[folder]
     for file, sha in report["sha256"].items():
         if (where / file).is_file():  # a staged checkpoint may keep its report only
             assert hashlib.sha256((where / file).read_bytes()).hexdigest() == sha

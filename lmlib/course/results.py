@@ -21,6 +21,7 @@ from pathlib import Path
 
 RESULTS_DIR = Path(__file__).resolve().parents[1] / "results"
 STAGED_DIR = RESULTS_DIR / "gpu_pretraining"  # pretrained checkpoints not shipped, each with its pretrain.json
+CPU_RUNS_DIR = RESULTS_DIR / "cpu_pretraining"  # <model>/<milestone>/pretrain.json of the long CPU runs (--preset cpu)
 
 
 def available() -> list[str]:
@@ -93,6 +94,16 @@ def shipped() -> dict[str, tuple[dict, Path]]:
 def staged() -> dict[str, tuple[dict, Path]]:
     """Every checkpoint pretrained but not shipped: its folder's name -> (its ``pretrain.json``, its folder)."""
     return _reports(sorted(STAGED_DIR.iterdir()))
+
+
+def cpu_milestones(model: str | None = None) -> dict[str, tuple[dict, Path]]:
+    """The milestones of the long CPU pretraining runs: ``"<model>/<milestone>"`` -> (its ``pretrain.json``, its
+    folder), the weights there only where they are kept (``python -m lmlib pretrain ... --preset cpu``)."""
+    runs = sorted(p for p in CPU_RUNS_DIR.iterdir() if p.is_dir()) if CPU_RUNS_DIR.is_dir() else []
+    found = {}
+    for run in runs if model is None else [r for r in runs if r.name == model]:
+        found.update({f"{run.name}/{name}": entry for name, entry in _reports(sorted(run.iterdir())).items()})
+    return found
 
 
 def _weights(report: dict) -> str:
