@@ -694,6 +694,7 @@ def test_a_run_whose_resume_state_is_lost_goes_on_from_its_milestone(tmp_path, c
     done, reference = json.loads((part / "pretrain.json").read_text()), json.loads((whole / "pretrain.json").read_text())
     assert done["tokens_seen"] == reference["tokens_seen"] == 8 * 4 * 10
     assert done["continued_from_milestone"]["steps"] == 3 and "continued_from_milestone" not in reference
+    assert done["before"] == reference["before"]  # the run's start, not the milestone it went on from
     capsys.readouterr()
     assert cli.main([*args, "--out", str(tmp_path / "other"), "--set", "eta_max=0.001",
                      "--from-milestone", str(tmp_path / "kept")]) == 2  # another recipe's milestone

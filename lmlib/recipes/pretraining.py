@@ -377,6 +377,18 @@ class PretrainRun:
                                                 "tokens_seen": report.get("tokens_seen"),
                                                 "sha256": report["sha256"][f"{self.name}.safetensors"]}
 
+    def _check_milestone_weights(self, model: torch.nn.Module) -> None:
+        """The model about to train holds the milestone's weights (each saved tensor equal to the model's in fp16):
+        a recipe that left its start's weights in place would otherwise train on from the wrong point unnoticed."""
+        from safetensors.torch import load_file
+
+        saved = load_file(str(Path(self.milestone["folder"]) / f"{self.name}.safetensors"))
+        state = model.state_dict()
+        wrong = [k for k, v in saved.items() if k not in state or not torch.equal(state[k].detach().cpu().to(v.dtype), v)]
+        if wrong:
+            raise PretrainError(f"the model does not hold the weights of --from-milestone {self.milestone['folder']} "
+                                f"({len(wrong)} of {len(saved)} tensors differ, e.g. {wrong[0]})")
+
     @property
     def weights_from(self) -> Path | None:
         """The milestone folder whose weights the recipe loads in place of its start (``--from-milestone``), or None."""
@@ -418,6 +430,7 @@ class PretrainRun:
         control = _RunControl(self)
         trainer.callbacks.append(control)
         if self.milestone is not None:  # the recipe has loaded its weights (weights_from)
+            self._check_milestone_weights(trainer.model)
             trainer.continue_at(self.milestone["steps"])
             seed_everything(self.meta["recipe"].get("seed", 0) + self.milestone["steps"])  # fresh dropout masks
             if is_main_process():

@@ -291,9 +291,7 @@ def finetune_imdb(out_dir: str | Path, steps: int | None = None, preset: str = "
     job = PretrainRun(IMDB_NAME, out_dir, {"recipe": recipe, "config": {}}, run, preset)
     seed_everything(recipe["seed"])
     lm_texts, held_out = imdb_lm_texts(recipe["held_out_reviews"], recipe["seed"], recipe.get("train_reviews"))
-    if job.weights_from is not None:  # this run's own milestone (--from-milestone): its weights and vocabulary
-        lm, vocab = load_pretrained(job.weights_from, **recipe["dropouts"])
-    elif start_dir is not None:  # go on training a stage (b) LM, its vocabulary as it is
+    if start_dir is not None:  # go on training a stage (b) LM, its vocabulary as it is
         lm, vocab = load_pretrained(start_dir, **recipe["dropouts"])
     else:
         lm, vocab = imdb_vocab_and_lm(lm_texts, recipe=recipe)
@@ -308,9 +306,11 @@ def finetune_imdb(out_dir: str | Path, steps: int | None = None, preset: str = "
     def perplexities():
         return {"imdb_held_out_ppl": evaluate_lm(lm, held_ids), "ptb_test_ppl": evaluate_lm(lm, ptb_test)}
 
-    before = perplexities()
+    before = perplexities()  # of the run's start, also when it goes on from a milestone
     if job.writes:
         print(json.dumps({"before": before}), flush=True)
+    if job.weights_from is not None:  # this run's own milestone (--from-milestone): its weights, the same vocabulary
+        lm.load_state_dict(load_pretrained(job.weights_from, **recipe["dropouts"])[0].state_dict())
     about = {"model": "AWD-LSTM (lmlib.models.awd_lstm): ULMFiT stage (b), the PTB LM fine-tuned on IMDb reviews",
              "rebuild": IMDB_REBUILD if preset == "full" else None, "recipe": recipe,
              "vocab_size": len(vocab), "new_words": len(vocab) - len(ptb_vocab()), "reviews_available": len(lm_texts),
