@@ -277,6 +277,16 @@ class PretrainRun:
                 wrong.append(f"{k}: {json.dumps(there)} there, {json.dumps(now)} now")
         return wrong
 
+    def _compare(self, report: Mapping) -> tuple[list[str] | None, list[str]]:
+        """A written ``pretrain.json`` against this run: ``(its weight files, [])`` when it is another model's, else
+        ``(None, the recipe and config values that differ)``."""
+        weights = [f for f in report.get("sha256", {}) if f.endswith(".safetensors")]
+        if f"{self.name}.safetensors" not in weights:
+            return weights, []
+        config = report.get("config", {})
+        recorded = {"recipe": report.get("recipe"), "config": {k: config.get(k) for k in self.meta["config"]}}
+        return None, self._differences(recorded, ("recipe", "config"))
+
     def _check_writable(self) -> None:
         """The output folder is a folder, or can be created, and this process may write there: refused otherwise,
         before any work. The test creates an empty temporary folder beside where the files go and removes it."""
@@ -309,15 +319,10 @@ class PretrainRun:
         out, report_path = self.out_dir, self.out_dir / REPORT
         resumed_at = 0
         if report_path.is_file():
-            report = json.loads(report_path.read_text())
-            weights = [f for f in report.get("sha256", {}) if f.endswith(".safetensors")]
-            if f"{self.name}.safetensors" not in weights:
+            weights, wrong = self._compare(json.loads(report_path.read_text()))
+            if weights is not None:
                 raise PretrainError(f"{out} holds the checkpoint of another model ({', '.join(weights) or 'unknown'}, "
                                     f"see its {REPORT}), not {self.name}: choose another --out folder")
-            config = report.get("config", {})
-            recorded = {"recipe": report.get("recipe"),
-                        "config": {k: config.get(k) for k in self.meta["config"]}}
-            wrong = self._differences(recorded, ("recipe", "config"))
             if wrong:
                 raise PretrainError(f"{out} holds a checkpoint of {self.name} made with another config "
                                     f"({'; '.join(wrong)}): choose another --out folder, or delete it to start over")
@@ -358,13 +363,10 @@ class PretrainRun:
             raise PretrainError(f"--from-milestone {folder}: no {REPORT} there; name a milestone folder this run wrote "
                                 f"(e.g. <out>/tokens_16M)")
         report = json.loads(report_path.read_text())
-        weights = [f for f in report.get("sha256", {}) if f.endswith(".safetensors")]
-        if f"{self.name}.safetensors" not in weights:
+        weights, wrong = self._compare(report)
+        if weights is not None:
             raise PretrainError(f"--from-milestone {folder} holds a checkpoint of another model "
                                 f"({', '.join(weights) or 'unknown'}), not {self.name}")
-        config = report.get("config", {})
-        recorded = {"recipe": report.get("recipe"), "config": {k: config.get(k) for k in self.meta["config"]}}
-        wrong = self._differences(recorded, ("recipe", "config"))
         if wrong:
             raise PretrainError(f"--from-milestone {folder} was written by a run with other options ({'; '.join(wrong)}): "
                                 f"continue it with the options it was started with")
