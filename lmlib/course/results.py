@@ -96,14 +96,11 @@ def staged() -> dict[str, tuple[dict, Path]]:
     return _reports(sorted(STAGED_DIR.iterdir()))
 
 
-def cpu_milestones(model: str | None = None) -> dict[str, tuple[dict, Path]]:
+def cpu_milestones() -> dict[str, tuple[dict, Path]]:
     """The milestones of the long CPU pretraining runs: ``"<model>/<milestone>"`` -> (its ``pretrain.json``, its
     folder), the weights there only where they are kept (``python -m lmlib pretrain ... --preset cpu``)."""
     runs = sorted(p for p in CPU_RUNS_DIR.iterdir() if p.is_dir()) if CPU_RUNS_DIR.is_dir() else []
-    found = {}
-    for run in runs if model is None else [r for r in runs if r.name == model]:
-        found.update({f"{run.name}/{name}": entry for name, entry in _reports(sorted(run.iterdir())).items()})
-    return found
+    return {f"{run.name}/{name}": entry for run in runs for name, entry in _reports(sorted(run.iterdir())).items()}
 
 
 def _weights(report: dict) -> str:

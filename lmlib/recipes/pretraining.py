@@ -174,13 +174,14 @@ class _RunControl(Callback):
             trainer.save_checkpoint(self.run.resume_path, {"run": self.run.meta, "world_sizes": self.run.world_sizes,
                                                            "continued_from_milestone": self.run.continued_from})
             self.last_save = time.perf_counter()
-        stopping = (self.signalled is not None and not is_distributed()) or (stop is not None and trainer.step >= stop)
-        if stopping and self.run._stop_save is not None and is_main_process():
+        signalled = self.signalled is not None and not is_distributed()
+        asked = stop is not None and trainer.step >= stop
+        if (signalled or asked) and self.run._stop_save is not None and is_main_process():
             self.run._stop_save(trainer)  # the weights as a milestone: --from-milestone goes on from it without resume.pt
-        if self.signalled is not None and not is_distributed():
+        if signalled:
             raise StopRequested(f"stopped by {self.signalled} after step {trainer.step}, {self.run.resume_path} "
                                 f"written")
-        if stop is not None and trainer.step >= stop:
+        if asked:
             raise StopRequested(f"stopped after step {trainer.step} as asked (--stop-after {stop})")
 
 
@@ -491,5 +492,5 @@ class PretrainRun:
             os.remove(self.resume_path)
 
 
-__all__ = ["PRESETS", "RESUME", "LAST_STOP", "GPU_LOG_EVERY", "PretrainError", "StopRequested", "RunOptions", "plan", "Milestones",
-           "milestone_name", "loss_curve", "last_losses", "unsup_split", "PretrainRun"]
+__all__ = ["PRESETS", "RESUME", "LAST_STOP", "GPU_LOG_EVERY", "PretrainError", "StopRequested", "RunOptions", "plan",
+           "Milestones", "milestone_name", "loss_curve", "last_losses", "unsup_split", "PretrainRun"]
