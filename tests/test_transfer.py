@@ -2,6 +2,7 @@
 tests/benchmarks/bench_transfer_milestones.py on tiny random checkpoints."""
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -193,3 +194,30 @@ def test_benchmark_writes_one_result_and_keeps_measured_checkpoints_on_a_rerun(t
     monkeypatch.setattr(B, "measure", measured_again)
     assert B.main([str(tmp_path / "ckpt"), "--out", str(out)]) == 0
     assert json.loads(out.read_text())["checkpoints"] == data["checkpoints"]
+
+
+def test_append_keeps_the_milestones_whose_weights_are_gone_in_order_of_tokens(tmp_path, monkeypatch):
+    vocab = vocab_of_words()
+    monkeypatch.setattr(B, "probe_data", lambda settings: (toy_data(), 3))
+    monkeypatch.setattr(B.T, "ProbeConfig", lambda: QUICK)
+    out = tmp_path / "milestones.json"
+    for name, tokens, seed in (("late", 64_000_000, 1), ("early", 16_000_000, 2)):
+        lm = tiny_lm(vocab)
+        with torch.no_grad():
+            lm.encoder.embedding.weight.add_(0.01 * seed)   # two milestones, two sets of weights
+        U.save_pretrained(lm, vocab, tmp_path / name, {"config": lm.config.__dict__, "tokens_seen": tokens},
+                          stem="ulmfit_imdb")
+    assert B.main([str(tmp_path / "late"), "--out", str(out)]) == 0
+    late = json.loads(out.read_text())["checkpoints"]
+    shutil.rmtree(tmp_path / "late")   # a later session: the earlier milestone's weights are gone
+    assert B.main([str(tmp_path / "early"), "--append", "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert [c["tokens_seen"] for c in data["checkpoints"]] == [16_000_000, 64_000_000]
+    assert data["checkpoints"][1] == late[0] and "checkpoint_sha256" not in data
+    assert len(data["earlier_commands"]) == 1 and "late" in data["earlier_commands"][0]
+    # without --append the file holds what this command measured, nothing else
+    assert B.main([str(tmp_path / "early"), "--out", str(out)]) == 0
+    assert [c["tokens_seen"] for c in json.loads(out.read_text())["checkpoints"]] == [16_000_000]
+    # rows measured with other settings do not join a curve
+    with pytest.raises(SystemExit):
+        B.main([str(tmp_path / "early"), "--append", "--seeds", "0", "--out", str(out)])

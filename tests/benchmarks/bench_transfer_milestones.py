@@ -16,7 +16,12 @@ to its first and last 64 tokens. ``--bow`` adds the bag of words (TF-IDF + logis
 
 The result file (written whole after each checkpoint, through common.write_result) records each checkpoint's
 sha256 and the tokens it read from its ``pretrain.json`` (a single checkpoint's weights also as ``checkpoint_sha256``); a rerun with the same settings keeps the checkpoints
-already measured (by sha256).
+already measured (by sha256). ``--append`` also keeps, in order of tokens read, the checkpoints the file holds whose
+folders are not given: the curve of a run that crosses sessions grows by its new milestones though the weights of
+the earlier ones are gone.
+
+    LMLIB_DATA_DIR=... nice -n 10 env OMP_NUM_THREADS=1 .venv/bin/python tests/benchmarks/bench_transfer_milestones.py \\
+        pretrained-runs/cpu/ulmfit_imdb/tokens_100M --bow --append --out lmlib/results/ulmfit_cpu_milestones.json
 """
 
 from __future__ import annotations
@@ -133,6 +138,8 @@ def main(argv=None) -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=None)
     parser.add_argument("--test-reviews", type=int, default=None)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--append", action="store_true",
+                        help="keep the checkpoints --out holds whose folders are not given (same settings only)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     settings = dict(SETTINGS)
@@ -145,12 +152,19 @@ def main(argv=None) -> int:
     config = T.ProbeConfig()
     previous = json.loads(args.out.read_text()) if args.out.is_file() else None
     same = previous is not None and previous["settings"] == json.loads(json.dumps(settings))
+    if args.append and previous is not None and not same:
+        parser.error(f"--append: {args.out} was measured with other settings; its rows would not compare")
     done = {json.dumps(c["sha256"], sort_keys=True): c for c in previous["checkpoints"]} if same else {}
+    given = {json.dumps(json.loads((f / "pretrain.json").read_text())["sha256"], sort_keys=True)
+             for f in args.checkpoints}
+    kept = [c for key, c in done.items() if key not in given] if args.append else []
     result = {"what": __doc__.split("\n\n")[0], "command": " ".join(["nice -n 5 env OMP_NUM_THREADS=1 .venv/bin/python",
                                                                       "tests/benchmarks/bench_transfer_milestones.py",
                                                                       *(argv if argv is not None else sys.argv[1:])]),
               "settings": settings, "checkpoints": [], "bow": previous.get("bow", {}) if same else {},
               "machine": machine("sklearn"), "load_before": load()}
+    if kept:  # the commands that measured the checkpoints kept, oldest first
+        result["earlier_commands"] = [*previous.get("earlier_commands", []), previous["command"]]
     data, excluded = probe_data(settings)
     result["test"] = {"reviews": len(data.test[0]), "positive": sum(data.test[1]),
                       "other_benchmarks_test_reviews_excluded": excluded}
@@ -162,8 +176,10 @@ def main(argv=None) -> int:
             print(f"{folder}: kept from {args.out}", flush=True)
         else:
             record, vocab = measure(folder, data, config, settings)
-        result["checkpoints"].append(record)
-        if len(args.checkpoints) == 1:  # one checkpoint: named where lmlib.course.results.load_for_shipped looks
+        result["checkpoints"] = sorted([*kept, *result["checkpoints"], record],
+                                       key=lambda c: (c["tokens_seen"] is None, c["tokens_seen"] or 0))
+        kept = []
+        if len(result["checkpoints"]) == 1:  # one checkpoint: named where lmlib.course.results.load_for_shipped looks
             weights = next(f for f in record["sha256"] if f.endswith(".safetensors"))
             result["checkpoint_sha256"] = record["sha256"][weights]
         if args.bow and record["kind"] not in result["bow"]:
