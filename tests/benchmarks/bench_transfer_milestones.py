@@ -149,36 +149,34 @@ def main(argv=None) -> int:
     for folder in args.checkpoints:
         if not (folder / "pretrain.json").is_file():
             parser.error(f"{folder} holds no pretrain.json")
+    reports = [json.loads((folder / "pretrain.json").read_text()) for folder in args.checkpoints]
     config = T.ProbeConfig()
     previous = json.loads(args.out.read_text()) if args.out.is_file() else None
     same = previous is not None and previous["settings"] == json.loads(json.dumps(settings))
     if args.append and previous is not None and not same:
         parser.error(f"--append: {args.out} was measured with other settings; its rows would not compare")
     done = {json.dumps(c["sha256"], sort_keys=True): c for c in previous["checkpoints"]} if same else {}
-    given = {json.dumps(json.loads((f / "pretrain.json").read_text())["sha256"], sort_keys=True)
-             for f in args.checkpoints}
+    given = {json.dumps(report["sha256"], sort_keys=True) for report in reports}
     kept = [c for key, c in done.items() if key not in given] if args.append else []
     result = {"what": __doc__.split("\n\n")[0], "command": " ".join(["nice -n 5 env OMP_NUM_THREADS=1 .venv/bin/python",
                                                                       "tests/benchmarks/bench_transfer_milestones.py",
                                                                       *(argv if argv is not None else sys.argv[1:])]),
-              "settings": settings, "checkpoints": [], "bow": previous.get("bow", {}) if same else {},
+              "settings": settings, "checkpoints": kept, "bow": previous.get("bow", {}) if same else {},
               "machine": machine("sklearn"), "load_before": load()}
     if kept:  # the commands that measured the checkpoints kept, oldest first
         result["earlier_commands"] = [*previous.get("earlier_commands", []), previous["command"]]
     data, excluded = probe_data(settings)
     result["test"] = {"reviews": len(data.test[0]), "positive": sum(data.test[1]),
                       "other_benchmarks_test_reviews_excluded": excluded}
-    for folder in args.checkpoints:
-        report = json.loads((folder / "pretrain.json").read_text())
+    for folder, report in zip(args.checkpoints, reports):
         key = json.dumps(report["sha256"], sort_keys=True)
         if key in done:
             record, vocab = done[key], None
             print(f"{folder}: kept from {args.out}", flush=True)
         else:
             record, vocab = measure(folder, data, config, settings)
-        result["checkpoints"] = sorted([*kept, *result["checkpoints"], record],
+        result["checkpoints"] = sorted([*result["checkpoints"], record],
                                        key=lambda c: (c["tokens_seen"] is None, c["tokens_seen"] or 0))
-        kept = []
         if len(result["checkpoints"]) == 1:  # one checkpoint: named where lmlib.course.results.load_for_shipped looks
             weights = next(f for f in record["sha256"] if f.endswith(".safetensors"))
             result["checkpoint_sha256"] = record["sha256"][weights]
