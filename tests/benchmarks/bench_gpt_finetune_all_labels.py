@@ -86,7 +86,7 @@ def merge() -> None:
     if any(p is None or p["settings"] != json.loads(json.dumps(SETTINGS)) for p in parts):
         raise SystemExit("every condition must be run with these settings first (--condition NAME)")
     _, labels = imdb_test_subset(SETTINGS["n_test"], SETTINGS["test_seed"])
-    rows = [p["row"] for p in parts]
+    rows = [dict(p["row"], machine=p["machine"]) for p in parts]  # the parts may come from other processors
     pairs = []
     for a, b in itertools.combinations(rows, 2):
         pa, pb = a["predictions_1000"], b["predictions_1000"]
@@ -95,8 +95,7 @@ def merge() -> None:
     write_result(RESULTS, dict(
         what="GPT fine-tuned on all 25,000 IMDb labels (λ = 0, seed 0), pretrained and from random init at two rates, "
              "again, with each run's predictions on the 1,000 benchmark test reviews and its accuracy on all 25,000",
-        settings=SETTINGS, checkpoint_sha256=parts[0]["checkpoint_sha256"], machine=parts[0]["machine"],
-        rows=rows, pairs=pairs))
+        settings=SETTINGS, checkpoint_sha256=parts[0]["checkpoint_sha256"], rows=rows, pairs=pairs))
 
 
 def main() -> None:
