@@ -61,8 +61,8 @@ STAGE_A = ROOT / "lmlib" / "results" / "gpu_pretraining" / "awd_lstm_ptb"
 SET_ASIDE = tuple(f"lmlib/{path}.safetensors" for path in (
     "pretrained/gpt_imdb/gpt_imdb", "pretrained/bert_imdb/bert_imdb", "pretrained/elmo_imdb/elmo_imdb",
     "pretrained/ulmfit_imdb/ulmfit_imdb", "results/gpu_pretraining/ulmfit_imdb/ulmfit_imdb",
-    "results/cpu_pretraining/ulmfit_imdb/last_stop/ulmfit_imdb",   # the CPU run's restart point
-    "results/cpu_pretraining/ulmfit_imdb/tokens_64M/ulmfit_imdb"))  # its 64M-token milestone
+    "results/cpu_pretraining/ulmfit_imdb/tokens_64M/ulmfit_imdb",  # the CPU run's 64M-token milestone
+    "results/cpu_pretraining/ulmfit_imdb/tokens_150M/ulmfit_imdb"))  # and its end
 # (the shipped stage (a), lmlib/pretrained/awd_lstm_ptb, is the GPU one since 2026-12-01: stage (b) reads it, so it travels)
 RUNS = {  # output folder -> the model's command-line arguments (the full-size gpu preset)
     "ulmfit_imdb": ["ulmfit-imdb", "--preset", "gpu"],
