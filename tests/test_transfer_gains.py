@@ -18,8 +18,9 @@ def _summary(name, n_labels, **match):
     return rows[0]
 
 
-def _pick(points, model, budget, kind):
-    hits = [p for p in points if (p["model"], p["budget"], p["kind"]) == (model, budget, kind)]
+def _pick(points, model, budget, kind, source=None):
+    hits = [p for p in points if (p["model"], p["budget"], p["kind"]) == (model, budget, kind)
+            and source in (None, p["source"])]
     assert len(hits) == 1, (model, budget, kind, hits)
     return hits[0]
 
@@ -33,7 +34,8 @@ def test_every_checkpoint_measured_is_a_point(points):
     seen = {(p["model"], p["budget"]) for p in points}
     assert seen == {(m, b) for m in ("GPT", "BERT", "ELMo", "ULMFiT") for b in ("CPU", "GPU")}
     assert {(p["model"], p["budget"]) for p in points if p["kind"] == "frozen"} >= {("ELMo", "CPU"), ("ELMo", "GPU")}
-    tokens = {(p["model"], p["budget"]): p["tokens"] for p in points}
+    tokens = {(p["model"], p["budget"]): p["tokens"] for p in points if p["source"] != "ulmfit_cpu_milestones"
+              and not p["source"].startswith("ulmfit_stage_c_")}  # the checkpoints first shipped and the GPU runs
     assert tokens[("GPT", "GPU")] == results.load("gpu_transfer_gpt")["checkpoint"]["tokens_seen"]
     assert tokens[("GPT", "CPU")] == results.load("gpt_finetune_short_pretraining")["checkpoint_report"]["tokens_seen"]
     assert tokens[("ULMFiT", "GPU")] == results.load("gpu_transfer_ulmfit")["checkpoint"]["tokens_seen"]
@@ -53,7 +55,7 @@ def test_fine_tuned_gains_are_the_files_differences(points):
         assert p["se"] == pytest.approx(math.hypot(a["se"], b["se"]))
     a = _summary("ulmfit_imdb", 1000, variant="ulmfit", max_len=128)
     b = _summary("ulmfit_imdb", 1000, variant="scratch", max_len=128)
-    assert _pick(points, "ULMFiT", "CPU", "fine-tuned")["gain"] == pytest.approx(a["mean"] - b["mean"])
+    assert _pick(points, "ULMFiT", "CPU", "fine-tuned", "ulmfit_imdb")["gain"] == pytest.approx(a["mean"] - b["mean"])
 
 
 def test_frozen_gain_is_best_layer_minus_random_best(points):
@@ -68,7 +70,7 @@ def test_bag_of_words_gap_reads_the_same_text(points):
     gpt = _pick(points, "GPT", "GPU", "fine-tuned")
     bow = _summary("bow_baseline", 1000, truncation="model_view")
     assert gpt["bow_gap"] == pytest.approx(bow["mean"] - gpt["baseline"]) and gpt["bow_source"] == "bow_baseline"
-    assert _pick(points, "ULMFiT", "CPU", "fine-tuned")["bow_source"] == "bow_ulmfit_imdb"
+    assert _pick(points, "ULMFiT", "CPU", "fine-tuned", "ulmfit_imdb")["bow_source"] == "bow_ulmfit_imdb"
     assert _pick(points, "BERT", "GPU", "fine-tuned")["bow_gap"] is None  # BERT reads other tokens than the GPT's cut
 
 
@@ -178,3 +180,48 @@ def test_probe_table_has_every_feature_of_both_inits_and_the_bag_of_words():
     features = {r["feature"] for r in data["checkpoints"][0]["summary"]}
     assert html.count("<tr") == 1 + 2 * len(features) + 1
     assert "bag of words" in html and "random init" in html
+
+
+def test_the_long_cpu_ulmfit_run_is_a_point_per_milestone_with_its_start_tokens(points):
+    data = results.load("ulmfit_cpu_milestones")
+    start = {report["sha256"]["ulmfit_imdb.safetensors"]: report["start"]["tokens_seen"]
+             for report, _ in results.cpu_milestones().values()}
+    frozen = [p for p in points if p["source"] == "ulmfit_cpu_milestones"]
+    assert len(frozen) == len(data["checkpoints"]) >= 2
+    for p, ckpt in zip(frozen, data["checkpoints"]):
+        assert p["tokens"] == ckpt["tokens_seen"] + start[ckpt["sha256"]["ulmfit_imdb.safetensors"]] > ckpt["tokens_seen"]
+        rows = [r for r in ckpt["summary"] if r["n_labels"] == 1000]
+        best = {i: max(r["mean"] for r in rows if r["init"] == i) for i in ("pretrained", "random")}
+        assert p["gain"] == pytest.approx(best["pretrained"] - best["random"]) and p["kind"] == "frozen"
+    bow = next(r for r in data["bow"]["ulmfit"]["summary"] if r["n_labels"] == 1000)
+    assert frozen[-1]["bow_gap"] == pytest.approx(bow["mean"] - frozen[-1]["baseline"])
+
+
+def test_stage_c_on_the_long_cpu_run_is_the_files_difference(points):
+    from lmlib.course.ulmfit_cpu import FINAL, stage_c
+
+    data = stage_c(FINAL)
+    p = _pick(points, "ULMFiT", "CPU", "fine-tuned", f"ulmfit_stage_c_{data['checkpoint_sha256'][:12]}")
+    by = {s["condition"]: s for s in data["summary"] if s["n_labels"] == 1000}
+    assert p["gain"] == pytest.approx(by["ulmfit"]["mean"] - by["scratch"]["mean"])
+    assert p["bow_gap"] == pytest.approx(by[f"bow_{by['ulmfit']['max_len']}"]["mean"] - by["scratch"]["mean"])
+    report, _ = results.cpu_milestones()[FINAL]
+    assert p["tokens"] == report["tokens_seen"] + report["start"]["tokens_seen"]
+
+
+def _gain(model, tokens, gain, se, kind="frozen"):
+    return dict(model=model, tokens=tokens, gain=gain, se=se, kind=kind, seeds=3 if se is not None else 1)
+
+
+def test_matched_budgets_pair_two_models_within_the_factor_in_one_panel():
+    pts = [_gain("ULMFiT", 160e6, 0.08, 0.009), _gain("BERT", 170e6, 0.12, 0.011), _gain("GPT", 400e6, 0.17, 0.016),
+           _gain("ULMFiT", 100e6, 0.07, 0.009), _gain("BERT", 150e6, 0.05, None, kind="fine-tuned")]
+    pairs = transfer_gains.matched_budgets(pts)
+    seen = {(p["a"]["model"], p["a"]["tokens"], p["b"]["model"], p["b"]["tokens"]) for p in pairs}
+    assert seen == {("ULMFiT", 160e6, "BERT", 170e6), ("ULMFiT", 100e6, "BERT", 170e6)}  # GPT is 2.5x away
+    (close,) = [p for p in pairs if p["a"]["tokens"] == 160e6]
+    assert close["difference"] == pytest.approx(-0.04) and close["se"] == pytest.approx(math.hypot(0.009, 0.011))
+    assert close["beyond_noise"]  # 0.04 > 2 x 0.0142
+    assert len(transfer_gains.matched_budgets(pts, within=3)) == 4  # GPT now pairs with BERT and ULMFiT at 160M
+    with pytest.raises(ValueError, match="at least 1"):
+        transfer_gains.matched_budgets(pts, within=0.5)

@@ -11,8 +11,8 @@ weights, measured on the same label samples and the same test reviews:
 - ``"frozen"``: the best frozen layer of the pretrained model under a linear probe, minus the best layer of the same
   architecture at random init.
 
-Each gain is placed at the IMDb tokens its checkpoint read in pretraining (ULMFiT: stage (b) alone; its PTB
-stage (a) is general-domain text). A gain carries the standard error of a difference of two means over seeds,
+Each gain is placed at the IMDb tokens its checkpoint read in pretraining (ULMFiT: stage (b) alone, with those of
+the checkpoint a long CPU run started from; its PTB stage (a) is general-domain text). A gain carries the standard error of a difference of two means over seeds,
 ``sqrt(se_a² + se_b²)``, or None when a side has one seed. ``bow_gap`` = bag of words on the same reviews and the
 same cut of them − the same random init, where measured: a gain above its ``bow_gap`` beats the bag of words.
 
@@ -183,13 +183,28 @@ def _elmo_cpu(n_labels: int) -> list[dict]:
                    "bow_elmo_transfer")]
 
 
-MILESTONE_PROBES = {"ELMo": "elmo_sentiment_128"}  # frozen-feature probes of saved LMs (bench_transfer_milestones.py)
+MILESTONE_PROBES = {"ELMo": "elmo_sentiment_128", "ULMFiT": "ulmfit_cpu_milestones"}  # bench_transfer_milestones.py
+PROBED = {"ELMo": "layer", "ULMFiT": "feature"}  # ELMo: its single layers (0, 1, 2); ULMFiT: concat pooling, embeddings
+
+
+def _probed(model: str, feature) -> bool:
+    return str(feature).isdigit() if PROBED[model] == "layer" else feature in ("concat", "embeddings")
+
+
+def _start_tokens(sha256: str) -> int:
+    """The IMDb tokens the start checkpoint of a CPU milestone had read (its ``pretrain.json``'s ``start``); 0 for a
+    checkpoint that is no committed milestone or started from none."""
+    for report, _ in results.cpu_milestones().values():
+        if report["sha256"].get(next(k for k in report["sha256"] if k.endswith(".safetensors"))) == sha256:
+            return (report.get("start") or {}).get("tokens_seen", 0)
+    return 0
 
 
 def _milestone_probes(model: str, n_labels: int) -> list[dict]:
-    """Each checkpoint of ``MILESTONE_PROBES[model]``: the best single layer of the pretrained LM minus the best
-    single layer of the same architecture at random init, both probed on the same reviews' head and tail, with the
-    bag of words on the same words. A shipped checkpoint's sha256 must be the shipped one's."""
+    """Each checkpoint of ``MILESTONE_PROBES[model]``: the best single probed feature of the pretrained LM minus the
+    best of the same architecture at random init, both probed on the same reviews' head and tail, with the bag of
+    words on the same words. A shipped checkpoint's sha256 must be the shipped one's. A milestone's tokens include
+    those of the checkpoint its run started from."""
     name = MILESTONE_PROBES[model]
     try:
         data = results.load(name)
@@ -200,11 +215,11 @@ def _milestone_probes(model: str, n_labels: int) -> list[dict]:
         if ckpt.get("kind") != model.lower():
             raise RuntimeError(f"{name}.json holds a {ckpt.get('kind')!r} checkpoint, not {model.lower()!r}")
         folder = Path(ckpt["folder"])
+        weights = next(k for k in ckpt["sha256"] if k.endswith(".safetensors"))
         if folder.parent.name == "pretrained":
-            results.refuse_another_checkpoint(name, ckpt["sha256"].get(f"{folder.name}.safetensors"),
-                                              results.shipped_sha256(folder.name),
+            results.refuse_another_checkpoint(name, ckpt["sha256"][weights], results.shipped_sha256(folder.name),
                                               f"the shipped lmlib/pretrained/{folder.name}")
-        layers = [r for r in ckpt["summary"] if r["n_labels"] == n_labels and str(r["feature"]).isdigit()]
+        layers = [r for r in ckpt["summary"] if r["n_labels"] == n_labels and _probed(model, r["feature"])]
         if not layers:
             continue
         best = _best(layers)
@@ -212,18 +227,42 @@ def _milestone_probes(model: str, n_labels: int) -> list[dict]:
                     if r["n_labels"] == n_labels), None)
         budget = "GPU" if "cuda" in str(ckpt.get("device") or "") else "CPU"
         test = data["settings"]["test_reviews"]
-        points.append(_point(model, budget, ckpt["tokens_seen"], "frozen", n_labels, _mean_se(best["pretrained"]),
-                             _mean_se(best["random"]), f"best frozen layer (layer {best['pretrained']['feature']}) − "
-                             f"random init's best (layer {best['random']['feature']}), first and last "
+        kind, shown = PROBED[model], {i: f"{PROBED[model]} {r['feature']}" if PROBED[model] == "layer" else
+                                       r["feature"] for i, r in best.items()}
+        points.append(_point(model, budget, ckpt["tokens_seen"] + _start_tokens(ckpt["sha256"][weights]), "frozen",
+                             n_labels, _mean_se(best["pretrained"]), _mean_se(best["random"]),
+                             f"best frozen {kind} ({shown['pretrained']}) − random init's best "
+                             f"({shown['random']}), first and last "
                              f"{data['settings']['max_tokens'] // 2} words", name, test,
                              None if bow is None else _mean_se(bow), name if bow else None))
     return points
 
 
+def _ulmfit_cpu_stage_c(n_labels: int) -> list[dict]:
+    """The paper's stage (c) on the final CPU milestone of ULMFiT's stage (b) minus the same classifier from random
+    weights, each at the length its dev split chose, with the bag of words on the words ULMFiT reads."""
+    from .ulmfit_cpu import FINAL, stage_c
+
+    try:
+        data = stage_c(FINAL)
+    except (FileNotFoundError, ValueError):
+        return []
+    entry = {s["condition"]: s for s in data["summary"] if s["n_labels"] == n_labels}
+    if "ulmfit" not in entry or "scratch" not in entry:
+        return []
+    report, _ = results.cpu_milestones()[FINAL]
+    tokens = report["tokens_seen"] + (report.get("start") or {}).get("tokens_seen", 0)
+    bow = entry.get(f"bow_{entry['ulmfit']['max_len']}")
+    name = f"ulmfit_stage_c_{data['checkpoint_sha256'][:12]}"
+    return [_point("ULMFiT", "CPU", tokens, "fine-tuned", n_labels, _mean_se(entry["ulmfit"]),
+                   _mean_se(entry["scratch"]), "ULMFiT stage (c) − random init, each at its dev-chosen length", name,
+                   data["settings"]["test_reviews"], None if bow is None else _mean_se(bow), name if bow else None)]
+
+
 def transfer_gains(n_labels: int = 1000) -> list[dict]:
     """Every transfer gain measured with ``n_labels`` labelled reviews, from every checkpoint measured, fewest
-    tokens first within each model. A point: ``model``, ``budget`` (``"CPU"``: the checkpoint first shipped,
-    ``"GPU"``: the long pretraining), ``tokens`` (IMDb tokens read in pretraining), ``kind`` (``"fine-tuned"`` or
+    tokens first within each model. A point: ``model``, ``budget`` (``"CPU"``: pretrained on a CPU, the checkpoint
+    first shipped or a long CPU run's milestone; ``"GPU"``: the long GPU pretraining), ``tokens`` (IMDb tokens read in pretraining), ``kind`` (``"fine-tuned"`` or
     ``"frozen"``), ``n_labels``, ``pretrained`` and ``baseline`` (mean accuracies), ``gain``, ``se`` (None: one
     seed), ``seeds``, ``what``, ``source`` (the result file), ``test_reviews``, and ``bow_gap``/``bow_gap_se``/
     ``bow_source`` (bag of words on the same text minus the same baseline, where measured).
@@ -238,7 +277,8 @@ def transfer_gains(n_labels: int = 1000) -> list[dict]:
               + _finetuned("BERT", "bert_finetune", "bert", "imdb", n_labels)
               + _gpu_transfer("BERT", n_labels)
               + _elmo_cpu(n_labels) + _milestone_probes("ELMo", n_labels) + _gpu_transfer("ELMo", n_labels)
-              + _ulmfit_cpu(n_labels) + _gpu_transfer("ULMFiT", n_labels))
+              + _ulmfit_cpu(n_labels) + _ulmfit_cpu_stage_c(n_labels) + _milestone_probes("ULMFiT", n_labels)
+              + _gpu_transfer("ULMFiT", n_labels))
     points = [p for p in points if p["baseline"] > CHANCE]
     return sorted(points, key=lambda p: (MODELS.index(p["model"]), p["kind"], p["tokens"]))
 
@@ -310,8 +350,8 @@ def gains_figure(points: list[dict]):
                          range=span)
     fig.update_yaxes(title_text=f"accuracy gain at {n_labels:,} labels", row=1, col=1)
     fig.update_layout(**{**LAYOUT, "height": 460, "margin": dict(l=70, r=20, t=80, b=60)},
-                      title=f"Transfer gain against the in-domain text read ({n_labels:,} labels; open marker: the "
-                            "CPU checkpoint, filled: the long GPU run; dashed: the bag of words on the same text)",
+                      title=f"Transfer gain against the in-domain text read ({n_labels:,} labels; open marker: "
+                            "pretrained on a CPU, filled: on a GPU; dashed: the bag of words on the same text)",
                       title_font_size=13, legend_title_text="model")
     return fig
 
@@ -334,7 +374,8 @@ def probe_table(model: str = "ELMo"):
     for ckpt in data["checkpoints"]:
         tokens = _tokens(ckpt["tokens_seen"])
         for feature in dict.fromkeys(r["feature"] for r in ckpt["summary"]):
-            label = {"all": "all layers concatenated", "best": "the layer cross-validation picks"}.get(
+            label = {"all": "all layers concatenated", "best": "the layer cross-validation picks",
+                     "concat": "concat pooling", "embeddings": "mean word embedding"}.get(
                 str(feature), f"layer {feature}")
             for init in ("pretrained", "random"):
                 rows = [r for r in ckpt["summary"] if r["feature"] == feature and r["init"] == init]
@@ -348,3 +389,43 @@ def probe_table(model: str = "ELMo"):
                       caption=f"{model}: frozen features of the first and last {data['settings']['max_tokens'] // 2} "
                               f"words of {data['settings']['test_reviews']:,} IMDb test reviews under a linear probe "
                               f"(mean ± standard error over {len(data['settings']['seeds'])} label samples; {name}.json)")
+
+
+def matched_budgets(points: list[dict], within: float = 2.0) -> list[dict]:
+    """Pairs of gains of two different models in the same panel whose checkpoints read within a factor ``within``
+    of each other's IMDb tokens: the only comparisons of architectures the figure supports. Each pair: ``kind``,
+    ``a`` and ``b`` (the points, fewer tokens first), ``difference`` (a's gain − b's), ``se`` (None when a side has
+    one seed) and ``beyond_noise`` (:func:`lmlib.course.verdicts.beyond_noise`). The two gains were measured by
+    different scripts on their own test reviews, which the standard error does not cover."""
+    from .verdicts import beyond_noise
+
+    if within < 1:
+        raise ValueError(f"within is a factor of at least 1, got {within}")
+    pairs = []
+    for kind in KINDS:
+        at = sorted((p for p in points if p["kind"] == kind), key=lambda p: p["tokens"])
+        for i, a in enumerate(at):
+            for b in at[i + 1:]:
+                if a["model"] != b["model"] and b["tokens"] <= within * a["tokens"]:
+                    d, se = _difference((a["gain"], a["se"]), (b["gain"], b["se"]))
+                    pairs.append(dict(kind=kind, a=a, b=b, difference=d, se=se, beyond_noise=beyond_noise(d, se)))
+    return pairs
+
+
+def matched_budgets_table(points: list[dict], within: float = 2.0):
+    """:func:`matched_budgets` as an HTML table."""
+    from .tables import html_table, mean_se
+
+    def who(p):
+        return f"{p['model']} at {_tokens(p['tokens'])}"
+
+    rows = [[PANELS[m["kind"]], who(m["a"]), mean_se(m["a"]["gain"], m["a"]["se"], m["a"]["seeds"], signed=True),
+             who(m["b"]), mean_se(m["b"]["gain"], m["b"]["se"], m["b"]["seeds"], signed=True),
+             mean_se(m["difference"], m["se"], signed=True),
+             "one seed: no verdict" if m["se"] is None else "beyond noise" if m["beyond_noise"] else "within noise"]
+            for m in matched_budgets(points, within)]
+    return html_table(["panel", "model", "gain", "against", "gain", "difference", "reading"], rows,
+                      numeric=[False, False, True, False, True, True, False],
+                      caption=f"gains of two architectures whose pretraining read within {within:g}× the same IMDb "
+                              "tokens (each gain over its own random init; the two were measured on their own test "
+                              "reviews)")

@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -158,7 +159,7 @@ def main(argv=None) -> int:
     done = {json.dumps(c["sha256"], sort_keys=True): c for c in previous["checkpoints"]} if same else {}
     given = {json.dumps(report["sha256"], sort_keys=True) for report in reports}
     kept = [c for key, c in done.items() if key not in given] if args.append else []
-    result = {"what": __doc__.split("\n\n")[0], "command": " ".join(["python", "tests/benchmarks/bench_transfer_milestones.py",
+    result = {"what": __doc__.split("\n\n")[0], "command": shlex.join(["python", "tests/benchmarks/bench_transfer_milestones.py",
                                                                       *(argv if argv is not None else sys.argv[1:])]),
               "settings": settings, "checkpoints": kept, "bow": previous.get("bow", {}) if same else {},
               "machine": machine("sklearn"), "load_before": load()}
