@@ -95,3 +95,14 @@ def test_the_movement_table_averages_each_groups_change_over_the_seeds_read():
                      dict(condition="ulmfit", n_labels=1000, max_len=128, relative_change=[0.9, 0, 0, 0, 0.9])]}
     html = ulmfit_cpu.movement_table(data).data
     assert ">2.0%<" in html and ">60.0%<" in html and ">90.0%<" not in html  # the 128-token run is not the chosen one
+
+
+def test_the_reading_names_a_random_init_run_at_chance_at_its_chosen_length_only():
+    data = _data((0.80, 0.005), (0.70, 0.05), (0.79, 0.004))
+    data["rows"] = [dict(condition="scratch", n_labels=1000, seed=1, max_len="whole", test_accuracy=0.505,
+                         dev_accuracy=0.502),
+                    dict(condition="scratch", n_labels=1000, seed=2, max_len=128, test_accuracy=0.51, dev_accuracy=0.5)]
+    text = ulmfit_cpu.reading(data)
+    assert "seed 1 (test 0.505, dev 0.502)" in text and "seed 2" not in text
+    assert "random init: +0.100 ± 0.050 (bar +0.05): **does not hold**" in text  # 0.100 < 2 × 0.0502
+    assert "same words: +0.010 ± 0.006 (bar +0.00): **holds**" in text and "bag of words' 0.781" in text

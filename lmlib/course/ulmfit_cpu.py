@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 
 from . import results
 from .tables import html_table, mean_se
+from .transfer_gains import CHANCE
 
 FINAL = "ulmfit_imdb/tokens_150M"  # the run's last milestone, its weights committed
 MILESTONES = "ulmfit_cpu_milestones"  # bench_transfer_milestones.py's probes of every milestone
@@ -215,9 +216,10 @@ def milestone_figure(sizes: Sequence[int] = (100, 1000), feature: str = "concat"
 
 
 def reading(data: Mapping, feature: str = "concat") -> str:
-    """Markdown: each lesson bar's verdict (:func:`stage_c_checks`) and, for each label count, the tokens at which
-    the milestones' trend (:func:`tokens_to_reach`) brings the frozen ``feature`` to the bag of words on its words;
-    every number computed from the result files."""
+    """Markdown: each lesson bar's verdict (:func:`stage_c_checks`), the random-init runs at the chosen length that
+    stayed at chance (accuracy ≤ :data:`~lmlib.course.transfer_gains.CHANCE`), and, for each label count, the tokens
+    at which the milestones' trend (:func:`tokens_to_reach`) brings the frozen ``feature`` to the bag of words on its
+    words; every number computed from the result files."""
     checks = stage_c_checks(data)
     lines = []
     for c in checks:
@@ -233,6 +235,13 @@ def reading(data: Mapping, feature: str = "concat") -> str:
                  f"about {t['tokens'] / 1e6:,.0f}M tokens, {t['tokens'] / t['last']:.1f}× the {t['last'] / 1e6:.0f}M read")
         trend.append(f"at {n:,} labels the frozen features gain {t['slope']:+.3f} per tenfold tokens and would reach "
                      f"the bag of words' {bow:.3f} at {where}")
+    chosen = {(s["n_labels"], s["condition"]): s["max_len"] for s in data["summary"] if "max_len" in s}
+    failed = [r for r in data["rows"] if r["condition"] == "scratch" and r["test_accuracy"] <= CHANCE
+              and r.get("max_len") == chosen.get((r["n_labels"], "scratch"))]
+    if failed:
+        lines.append("- random-init runs that stayed at chance (their mean includes them): " + "; ".join(
+            f"{r['n_labels']:,} labels, seed {r['seed']} (test {r['test_accuracy']:.3f}, dev {r['dev_accuracy']:.3f})"
+            for r in failed))
     return ("\n".join(lines) + "\n\n**The trend of the milestones** (a straight line in log tokens through the frozen "
             "probes, an extrapolation, not a measurement): " + "; ".join(trend) + ".")
 
