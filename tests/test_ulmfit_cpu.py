@@ -89,7 +89,8 @@ def test_the_milestone_curve_counts_the_start_checkpoints_tokens():
 
 
 def test_the_movement_table_averages_each_groups_change_over_the_seeds_read():
-    data = {"summary": [dict(n_labels=1000, condition="ulmfit", max_len="whole")],
+    data = {"summary": [dict(n_labels=1000, condition="ulmfit", max_len="whole"),
+                        dict(n_labels=1000, condition="ulmfit - scratch", difference=0.03, se=0.02)],
             "rows": [dict(condition="ulmfit", n_labels=1000, max_len="whole", relative_change=[0.01, 0, 0, 0, 0.5]),
                      dict(condition="ulmfit", n_labels=1000, max_len="whole", relative_change=[0.03, 0, 0, 0, 0.7]),
                      dict(condition="ulmfit", n_labels=1000, max_len=128, relative_change=[0.9, 0, 0, 0, 0.9])]}
@@ -106,3 +107,15 @@ def test_the_reading_names_a_random_init_run_at_chance_at_its_chosen_length_only
     assert "seed 1 (test 0.505, dev 0.502)" in text and "seed 2" not in text
     assert "random init: +0.100 ± 0.050 (bar +0.05): **does not hold**" in text  # 0.100 < 2 × 0.0502
     assert "same words: +0.010 ± 0.006 (bar +0.00): **holds**" in text and "bag of words' 0.781" in text
+
+
+def test_the_milestone_figure_draws_perplexity_and_each_label_counts_probe_with_its_baselines():
+    fig = ulmfit_cpu.milestone_figure()
+    curve = milestone_curve(1000)
+    (ppl,) = [t for t in fig.data if t.name == "perplexity"]
+    assert list(ppl.y) == [r["held_out_ppl"] for r in curve] and all(y is not None for y in ppl.y)
+    (probe,) = [t for t in fig.data if t.name == "1,000 labels: pretrained"]
+    assert list(probe.y) == [r["mean"] for r in curve] and list(probe.error_y.array) == [r["se"] for r in curve]
+    bow = [t for t in fig.data if t.name == "1,000 labels: bag of words, same words"]
+    assert bow and set(bow[0].y) == {ulmfit_cpu.milestone_bow(1000)["mean"]}
+    assert len({t.line.dash for t in fig.data if t.name.endswith("pretrained")}) == 2  # told apart without colour

@@ -210,7 +210,8 @@ def milestone_figure(sizes: Sequence[int] = (100, 1000), feature: str = "concat"
     fig.update_xaxes(type="log", title_text="IMDb tokens read in stage (b) (log scale)")
     fig.update_yaxes(title_text="perplexity", row=1, col=1)
     fig.update_yaxes(title_text="test accuracy", row=1, col=2)
-    fig.update_layout(**{**LAYOUT, "height": 420}, title="ULMFiT's stage (b) on a CPU, milestone by milestone",
+    fig.update_layout(**{**LAYOUT, "height": 440, "margin": dict(l=60, r=20, t=90, b=50)},
+                      title="ULMFiT's stage (b) on a CPU, milestone by milestone",
                       legend=dict(font_size=11))
     return fig
 
@@ -252,7 +253,7 @@ GROUPS = ("embedding", "LSTM 1", "LSTM 2", "LSTM 3", "head")
 def movement_table(data: Mapping, n_labels: int = 1000):
     """How far stage (c) moved each layer group, ‖θ_after − θ_before‖ / ‖θ_before‖, mean over the seeds of each
     condition at its dev-chosen length (the rows the summary reads)."""
-    chosen = {s["condition"]: s["max_len"] for s in data["summary"] if s["n_labels"] == n_labels}
+    chosen = {s["condition"]: s["max_len"] for s in data["summary"] if s["n_labels"] == n_labels and "max_len" in s}
     rows = []
     for condition, name in CONDITIONS.items():
         runs = [r["relative_change"] for r in data["rows"] if r["condition"] == condition
