@@ -62,7 +62,8 @@ SET_ASIDE = tuple(f"lmlib/{path}.safetensors" for path in (
     "pretrained/gpt_imdb/gpt_imdb", "pretrained/bert_imdb/bert_imdb", "pretrained/elmo_imdb/elmo_imdb",
     "pretrained/ulmfit_imdb/ulmfit_imdb", "results/gpu_pretraining/ulmfit_imdb/ulmfit_imdb",
     "results/cpu_pretraining/ulmfit_imdb/tokens_64M/ulmfit_imdb",  # the CPU run's 64M-token milestone
-    "results/cpu_pretraining/ulmfit_imdb/tokens_150M/ulmfit_imdb"))  # and its end
+    "results/cpu_pretraining/ulmfit_imdb/tokens_150M/ulmfit_imdb",  # and its end
+    "results/cpu_pretraining/elmo_imdb/last_stop/elmo_imdb"))  # where ELMo's CPU run stopped last
 # (the shipped stage (a), lmlib/pretrained/awd_lstm_ptb, is the GPU one since 2026-12-01: stage (b) reads it, so it travels)
 RUNS = {  # output folder -> the model's command-line arguments (the full-size gpu preset)
     "ulmfit_imdb": ["ulmfit-imdb", "--preset", "gpu"],
