@@ -107,6 +107,22 @@ def _weights(report: dict) -> str:
     return next(name for name in report["sha256"] if name.endswith(".safetensors"))
 
 
+def weights_sha256(report: dict) -> str:
+    """The sha256 of a checkpoint's weights file, as its ``pretrain.json`` records it."""
+    return report["sha256"][_weights(report)]
+
+
+def tokens_read(report: dict) -> int:
+    """The tokens a checkpoint has read in all: its own run's ``tokens_seen`` and, for a run that went on from another
+    checkpoint, that one's (``start`` in its ``pretrain.json``)."""
+    return report["tokens_seen"] + (report.get("start") or {}).get("tokens_seen", 0)
+
+
+def cpu_milestones_by_sha256() -> dict[str, dict]:
+    """The ``pretrain.json`` of every CPU milestone (:func:`cpu_milestones`), by the sha256 of its weights."""
+    return {weights_sha256(report): report for report, _ in cpu_milestones().values()}
+
+
 def shipped_report(checkpoint: str) -> dict:
     """The ``pretrain.json`` of a shipped checkpoint (recipe, tokens seen, metrics, sha256 of each file)."""
     everything = shipped()
@@ -117,8 +133,7 @@ def shipped_report(checkpoint: str) -> dict:
 
 def shipped_sha256(checkpoint: str) -> str:
     """The sha256 of a shipped checkpoint's weights, as its ``pretrain.json`` records it."""
-    report = shipped_report(checkpoint)
-    return report["sha256"][_weights(report)]
+    return weights_sha256(shipped_report(checkpoint))
 
 
 def load_for_shipped(result: str, checkpoint: str, **check) -> dict:
@@ -136,7 +151,7 @@ def short_pretraining_report(checkpoint: str) -> dict:
         raise ValueError(f"{checkpoint!r} has not been replaced; its pretrain.json names no 'replaced' checkpoint")
     data = load(replaced["report"])
     report = data["checkpoint_report"]
-    if report["sha256"][_weights(report)] != data["checkpoint_sha256"]:
+    if weights_sha256(report) != data["checkpoint_sha256"]:
         raise RuntimeError(f"{replaced['report']}.json: its checkpoint_report is not the checkpoint its rows were "
                            f"measured with")
     return report

@@ -191,15 +191,6 @@ def _probed(model: str, feature) -> bool:
     return str(feature).isdigit() if PROBED[model] == "layer" else feature in ("concat", "embeddings")
 
 
-def _start_tokens(sha256: str) -> int:
-    """The IMDb tokens the start checkpoint of a CPU milestone had read (its ``pretrain.json``'s ``start``); 0 for a
-    checkpoint that is no committed milestone or started from none."""
-    for report, _ in results.cpu_milestones().values():
-        if report["sha256"].get(next(k for k in report["sha256"] if k.endswith(".safetensors"))) == sha256:
-            return (report.get("start") or {}).get("tokens_seen", 0)
-    return 0
-
-
 def _milestone_probes(model: str, n_labels: int) -> list[dict]:
     """Each checkpoint of ``MILESTONE_PROBES[model]``: the best single probed feature of the pretrained LM minus the
     best of the same architecture at random init, both probed on the same reviews' head and tail, with the bag of
@@ -210,14 +201,14 @@ def _milestone_probes(model: str, n_labels: int) -> list[dict]:
         data = results.load(name)
     except FileNotFoundError:
         return []
-    points = []
+    points, milestones = [], results.cpu_milestones_by_sha256()
     for ckpt in data["checkpoints"]:
         if ckpt.get("kind") != model.lower():
             raise RuntimeError(f"{name}.json holds a {ckpt.get('kind')!r} checkpoint, not {model.lower()!r}")
         folder = Path(ckpt["folder"])
-        weights = next(k for k in ckpt["sha256"] if k.endswith(".safetensors"))
+        sha = results.weights_sha256(ckpt)
         if folder.parent.name == "pretrained":
-            results.refuse_another_checkpoint(name, ckpt["sha256"][weights], results.shipped_sha256(folder.name),
+            results.refuse_another_checkpoint(name, sha, results.shipped_sha256(folder.name),
                                               f"the shipped lmlib/pretrained/{folder.name}")
         layers = [r for r in ckpt["summary"] if r["n_labels"] == n_labels and _probed(model, r["feature"])]
         if not layers:
@@ -227,10 +218,12 @@ def _milestone_probes(model: str, n_labels: int) -> list[dict]:
                     if r["n_labels"] == n_labels), None)
         budget = "GPU" if "cuda" in str(ckpt.get("device") or "") else "CPU"
         test = data["settings"]["test_reviews"]
-        kind, shown = PROBED[model], {i: f"{PROBED[model]} {r['feature']}" if PROBED[model] == "layer" else
-                                       r["feature"] for i, r in best.items()}
-        points.append(_point(model, budget, ckpt["tokens_seen"] + _start_tokens(ckpt["sha256"][weights]), "frozen",
-                             n_labels, _mean_se(best["pretrained"]), _mean_se(best["random"]),
+        kind = PROBED[model]
+        shown = {i: f"layer {r['feature']}" if kind == "layer" else r["feature"] for i, r in best.items()}
+        milestone = milestones.get(sha)
+        tokens = ckpt["tokens_seen"] if milestone is None else results.tokens_read(milestone)
+        points.append(_point(model, budget, tokens, "frozen", n_labels, _mean_se(best["pretrained"]),
+                             _mean_se(best["random"]),
                              f"best frozen {kind} ({shown['pretrained']}) − random init's best "
                              f"({shown['random']}), first and last "
                              f"{data['settings']['max_tokens'] // 2} words", name, test,
@@ -250,8 +243,7 @@ def _ulmfit_cpu_stage_c(n_labels: int) -> list[dict]:
     entry = {s["condition"]: s for s in data["summary"] if s["n_labels"] == n_labels}
     if "ulmfit" not in entry or "scratch" not in entry:
         return []
-    report, _ = results.cpu_milestones()[FINAL]
-    tokens = report["tokens_seen"] + (report.get("start") or {}).get("tokens_seen", 0)
+    tokens = results.tokens_read(results.cpu_milestones()[FINAL][0])
     bow = entry.get(f"bow_{entry['ulmfit']['max_len']}")
     name = f"ulmfit_stage_c_{data['checkpoint_sha256'][:12]}"
     return [_point("ULMFiT", "CPU", tokens, "fine-tuned", n_labels, _mean_se(entry["ulmfit"]),

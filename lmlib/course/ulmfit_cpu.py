@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 
 from . import results
 from .tables import html_table, mean_se
-from .transfer_gains import CHANCE
+from .transfer_gains import CHANCE, _difference
 
 FINAL = "ulmfit_imdb/tokens_150M"  # the run's last milestone, its weights committed
 MILESTONES = "ulmfit_cpu_milestones"  # bench_transfer_milestones.py's probes of every milestone
@@ -27,17 +27,13 @@ CONDITIONS = {"ulmfit": "ULMFiT, the paper's stage (c)", "ulmfit_flat": "ULMFiT,
 BAR = 0.05  # pretrained − random init, as every transfer lesson of the course
 
 
-def _sha(report: Mapping) -> str:
-    return report["sha256"][next(k for k in report["sha256"] if k.endswith(".safetensors"))]
-
-
 def stage_c(milestone: str = FINAL) -> dict:
     """``bench_ulmfit_stage_c.py``'s result on the milestone ``milestone`` (``"<model>/<folder>"`` of
     :func:`lmlib.course.results.cpu_milestones`), refused unless it names that milestone's weights."""
     found = results.cpu_milestones()
     if milestone not in found:
         raise ValueError(f"no CPU milestone {milestone!r}; the committed ones are {sorted(found)}")
-    sha = _sha(found[milestone][0])
+    sha = results.weights_sha256(found[milestone][0])
     name = f"ulmfit_stage_c_{sha[:12]}"
     data = results.load(name)
     results.refuse_another_checkpoint(name, data["checkpoint_sha256"], sha, data.get("command", name))
@@ -46,11 +42,6 @@ def stage_c(milestone: str = FINAL) -> dict:
 
 def _entry(data: Mapping, n: int, condition: str) -> dict | None:
     return next((s for s in data["summary"] if s["n_labels"] == n and s["condition"] == condition), None)
-
-
-def _minus(a: Mapping, b: Mapping) -> tuple[float, float | None]:
-    se = math.hypot(a["se"], b["se"]) if a.get("se") is not None and b.get("se") is not None else None
-    return a["mean"] - b["mean"], se
 
 
 def stage_c_checks(data: Mapping) -> list[dict]:
@@ -71,7 +62,7 @@ def stage_c_checks(data: Mapping) -> list[dict]:
             for against, other, bar in (("random init", scratch, BAR), ("bag of words, same words", bow, 0.0)):
                 if other is None:
                     continue
-                d, se = _minus(ours, other)
+                d, se = _difference((ours["mean"], ours["se"]), (other["mean"], other["se"]))
                 holds = (lesson_holds(d, se, bar) if bar > 0 else d >= 0 and se is not None)
                 checks.append(dict(condition=condition, against=against, n_labels=n, difference=d, se=se, bar=bar,
                                    holds=holds, seeds=min(ours["seeds"], other["seeds"])))
@@ -116,19 +107,18 @@ def milestone_curve(n_labels: int = 1000, feature: str = "concat") -> list[dict]
     ``tokens``, ``mean``, ``se``, ``random`` (the random init's same feature), ``held_out_ppl`` (the milestone's exact
     perplexity on held-out reviews), fewest tokens first."""
     data = results.load(MILESTONES)
-    reports = {_sha(report): report for report, _ in results.cpu_milestones().values()}
+    reports = results.cpu_milestones_by_sha256()
     rows = []
     for ckpt in data["checkpoints"]:
         sha = ckpt["sha256"]["ulmfit_imdb.safetensors"]
         if sha not in reports:
             raise RuntimeError(f"{MILESTONES}.json probed a checkpoint (sha256 {sha[:12]}…) that no committed "
                                "milestone's pretrain.json names")
-        start = (reports[sha].get("start") or {}).get("tokens_seen", 0)
         by = {r["init"]: r for r in ckpt["summary"] if r["n_labels"] == n_labels and r["feature"] == feature}
         if len(by) == 2:
             report = reports[sha]
             ppl = report.get("imdb_held_out_ppl") or (report.get("after") or {}).get("imdb_held_out_ppl")
-            rows.append(dict(tokens=ckpt["tokens_seen"] + start, mean=by["pretrained"]["mean"],
+            rows.append(dict(tokens=results.tokens_read(report), mean=by["pretrained"]["mean"],
                              se=by["pretrained"]["se"], random=by["random"]["mean"], held_out_ppl=ppl))
     return sorted(rows, key=lambda r: r["tokens"])
 
@@ -159,20 +149,20 @@ FEATURES = {"concat": "concat pooling of every LSTM layer", "embeddings": "mean 
 def milestone_table(sizes: Sequence[int] = (100, 1000)):
     """Each milestone's frozen features under a linear probe (mean ± standard error over label samples) at each of
     ``sizes`` labels, the random init's and the bag of words on the same words last."""
+    data = results.load(MILESTONES)
+    last, settings = data["checkpoints"][-1]["summary"], data["settings"]
     cells, random, tokens = {}, {}, set()
     for n in sizes:
         for feature in FEATURES:
             for r in milestone_curve(n, feature):
                 cells[r["tokens"], feature, n] = mean_se(r["mean"], r["se"])
                 tokens.add(r["tokens"])
-            data = results.load(MILESTONES)["checkpoints"][-1]["summary"]
-            rnd = next(r for r in data if (r["init"], r["feature"], r["n_labels"]) == ("random", feature, n))
+            rnd = next(r for r in last if (r["init"], r["feature"], r["n_labels"]) == ("random", feature, n))
             random[feature, n] = mean_se(rnd["mean"], rnd["se"])
+    bow = {n: milestone_bow(n) for n in sizes}
     rows = [[f"{t / 1e6:.1f}M", *(cells.get((t, f, n), "") for n in sizes for f in FEATURES)] for t in sorted(tokens)]
     rows.append(["random init", *(random[f, n] for n in sizes for f in FEATURES)])
-    rows.append(["bag of words, same words", *(mean_se(milestone_bow(n)["mean"], milestone_bow(n)["se"])
-                                               for n in sizes for _ in FEATURES)])
-    settings = results.load(MILESTONES)["settings"]
+    rows.append(["bag of words, same words", *(mean_se(bow[n]["mean"], bow[n]["se"]) for n in sizes for _ in FEATURES)])
     return html_table(["IMDb tokens read", *(f"{n:,} labels: {f}" for n in sizes for f in FEATURES)], rows,
                       caption=f"frozen stage (b) features under a linear probe, first and last "
                               f"{settings['max_tokens'] // 2} tokens of {settings['test_reviews']:,} test reviews "
