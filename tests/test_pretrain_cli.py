@@ -82,8 +82,12 @@ def test_a_resumed_run_ends_with_the_same_bytes_as_an_uninterrupted_one(runs, mo
     assert interrupted == {"files": [RESUME], "step": 4}  # the crash left only the step-4 checkpoint
     weights = f"{NAMES[model]}.safetensors"
     assert (resumed / weights).read_bytes() == (whole / weights).read_bytes()
-    # the report (step count, tokens seen, losses, held-out metrics, sha256) too, all but the wall times
-    assert without_timings(resumed / "pretrain.json") == without_timings(whole / "pretrain.json")
+    # the report (step count, tokens seen, losses, held-out metrics, sha256) too, all but the wall times and the
+    # record of the resumed run's two stretches: from the start, and after step 4, each with its processes and threads
+    report = without_timings(resumed / "pretrain.json")
+    assert report.pop("run") == {"device": "cpu", "bf16": False, "world_size": 1, "stretches": [
+        {"from_step": 0, "world_size": 1, "threads": 1}, {"from_step": 4, "world_size": 1, "threads": 1}]}
+    assert report == without_timings(whole / "pretrain.json")
     assert not (resumed / RESUME).exists() and not (whole / RESUME).exists()  # deleted once pretrain.json is written
 
 
@@ -688,7 +692,11 @@ def test_a_run_whose_resume_state_is_lost_goes_on_from_its_milestone(tmp_path, c
     assert cli.main([*args, "--out", str(whole)]) == 0, capsys.readouterr().err
     assert cli.main([*args, "--out", str(part), "--stop-after", "5", "--checkpoint-every", "1"]) == 0
     milestone = part / milestone_name(120)
-    assert json.loads((milestone / "pretrain.json").read_text())["steps"] == 3
+    written = json.loads((milestone / "pretrain.json").read_text())
+    assert written["steps"] == 3
+    # where and how the run had trained when the milestone was written: the one stretch so far, from the start
+    assert written["run"] == {"device": "cpu", "bf16": False, "world_size": 1,
+                              "stretches": [{"from_step": 0, "world_size": 1, "threads": 1}]}
     stopped = json.loads((part / LAST_STOP / "pretrain.json").read_text())  # the stop also wrote its weights
     assert (stopped["steps"], stopped["tokens_seen"]) == (5, 5 * 4 * 10)
     first_240 = (part / milestone_name(240)).exists()
@@ -697,7 +705,7 @@ def test_a_run_whose_resume_state_is_lost_goes_on_from_its_milestone(tmp_path, c
     shutil.rmtree(part / milestone_name(120))
     capsys.readouterr()
     code = cli.main([*args, "--out", str(part), "--from-milestone", str(tmp_path / "kept"), "--stop-after", "6",
-                     "--checkpoint-every", "1"])
+                     "--checkpoint-every", "1", "--threads", "2"])
     assert code == 0 and "continued ulmfit_imdb from the milestone" in capsys.readouterr().out
     assert not first_240 and (part / milestone_name(240)).is_dir() and not (part / milestone_name(120)).exists()
     # its resume.pt is there again: that one goes on exactly, so the milestone is refused
@@ -707,6 +715,12 @@ def test_a_run_whose_resume_state_is_lost_goes_on_from_its_milestone(tmp_path, c
     assert done["tokens_seen"] == reference["tokens_seen"] == 8 * 4 * 10
     assert done["continued_from_milestone"]["steps"] == 3 and "continued_from_milestone" not in reference
     assert done["before"] == reference["before"]  # the run's start, not the milestone it went on from
+    # its stretches: the milestone's (steps 1-3; the lost steps 4-5 are not among them), the one that went on from
+    # it on two threads, and the one resumed after step 6
+    assert done["run"]["stretches"] == [{"from_step": 0, "world_size": 1, "threads": 1},
+                                        {"from_step": 3, "world_size": 1, "threads": 2},
+                                        {"from_step": 6, "world_size": 1, "threads": 1}]
+    assert "run" not in reference  # one stretch, one process, float32 on the CPU: nothing to add
     capsys.readouterr()
     assert cli.main([*args, "--out", str(tmp_path / "other"), "--set", "eta_max=0.001",
                      "--from-milestone", str(tmp_path / "kept")]) == 2  # another recipe's milestone

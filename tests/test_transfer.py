@@ -152,8 +152,8 @@ def test_benchmark_measures_tiny_checkpoints_and_records_what_they_read(tmp_path
                                                        "stage_a": {"tokens_seen": 7}}, stem="ulmfit_imdb")
     bilm = tiny_bilm()
     elmo_vocab = Vocab(WORDS, specials=("<pad>", "<bos>", "<eos>"), unk="<unk>")
-    save_shipped(tmp_path / "elmo", E.NAME, bilm.state_dict(), bilm.config.__dict__, {"config": bilm.config.__dict__, "tokens_seen": 16_000_000},
-                 side_files={"vocab.json": elmo_vocab.save})
+    save_shipped(tmp_path / "elmo", E.NAME, bilm.state_dict(), bilm.config.__dict__, {"config": bilm.config.__dict__, "tokens_seen": 16_000_000,
+                 "run": {"device": "cpu", "stretches": []}}, side_files={"vocab.json": elmo_vocab.save})
     data, settings = toy_data(), dict(B.SETTINGS)
     ulmfit, ulmfit_vocab = B.measure(tmp_path / "ulmfit", data, QUICK, settings)
     assert ulmfit["kind"] == "ulmfit" and ulmfit["tokens_seen"] == 4_000_000 and ulmfit["stage_a_tokens_seen"] == 7
@@ -161,6 +161,7 @@ def test_benchmark_measures_tiny_checkpoints_and_records_what_they_read(tmp_path
     assert ulmfit["sha256"] == report["sha256"] and ulmfit_vocab == vocab
     elmo, _ = B.measure(tmp_path / "elmo", data, QUICK, settings)
     assert elmo["kind"] == "elmo" and elmo["tokens_seen"] == 16_000_000
+    assert elmo["device"] == "cpu" and ulmfit["device"] is None  # a milestone's run record; none recorded: unknown
     assert {r["feature"] for r in elmo["rows"]} == {"0", "1", "2", "all", "best"}
     assert {r["init"] for r in elmo["rows"]} == {"pretrained", "random"}
     # a checkpoint whose weights changed is refused, not probed

@@ -244,7 +244,7 @@ def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full"
         # held-out perplexities with the exact softmax: evaluation draws no dropout mask, so the run goes on unchanged
         held_out = {f"valid_{k}": v for k, v in evaluate_bilm(model, valid, vocab).items()}
         save(folder, {**about, "tokens_seen": round(trainer.step * tokens_per_step), "steps": trainer.step,
-                      **held_out, "train_loss_curve": loss_curve(trainer.batch_losses)})
+                      **held_out, "train_loss_curve": loss_curve(trainer.batch_losses), **job.milestone_record()})
 
     sampled = None
     if recipe.get("sampled"):  # Q from the training words' counts; <bos> and <eos> once a sentence each

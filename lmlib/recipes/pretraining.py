@@ -53,6 +53,8 @@ from .shipping import REPORT
 
 PRESETS = ("teach", "full", "gpu", "cpu")
 RESUME = "resume.pt"
+# what a run that resumes a resume.pt or a milestone written before stretches were recorded knows of its earlier ones
+UNRECORDED_STRETCH = {"from_step": None, "world_size": None, "threads": None}
 LAST_STOP = "last_stop"  # a milestone-format checkpoint written when a run with milestones is stopped
 GPU_LOG_EVERY = 100  # steps between reads of the loss from the device in the gpu preset
 
@@ -172,6 +174,7 @@ class _RunControl(Callback):
             due = due or (seconds is not None and time.perf_counter() - self.last_save >= seconds)
         if due:
             trainer.save_checkpoint(self.run.resume_path, {"run": self.run.meta, "world_sizes": self.run.world_sizes,
+                                                           "stretches": self.run.stretches,
                                                            "continued_from_milestone": self.run.continued_from})
             self.last_save = time.perf_counter()
         signalled = self.signalled is not None and not is_distributed()
@@ -255,6 +258,10 @@ class PretrainRun:
         self.meta = json.loads(json.dumps({"model": name, **meta, "bf16": self.bf16, "world_size": world_size()}))
         self.resume_path = self.out_dir / RESUME
         self.world_sizes = [world_size()]  # one entry per stretch of the run; more than one after a resume elsewhere
+        # each stretch of the run (its start, then each resume or continuation from a milestone): the step it began
+        # after, its processes and threads; the earlier ones come from resume.pt or the milestone's pretrain.json
+        self.stretches: list[dict] = []
+        self._earlier_stretches: list[dict] = []
         self.resumed_from_world_size: int | None = None  # the process count that wrote the resume.pt being resumed
         self._progress: StepProgress | None = None
         self.train_seconds = 0.0  # of the last fit
@@ -347,6 +354,7 @@ class PretrainRun:
             earlier = saved.get("world_sizes", [recorded["world_size"]])
             self.resumed_from_world_size = earlier[-1]
             self.world_sizes = earlier if earlier[-1] == world_size() else [*earlier, world_size()]
+            self._earlier_stretches = saved.get("stretches") or [UNRECORDED_STRETCH]
         elif self.options.resume:
             finished = f" (the run there finished: {REPORT} is present)" if report_path.is_file() else ""
             raise PretrainError(f"nothing to resume: there is no {RESUME} in {out}{finished}. A run writes it every "
@@ -379,6 +387,7 @@ class PretrainRun:
         self.milestone = self.continued_from = {"folder": str(folder), "steps": steps,
                                                 "tokens_seen": report.get("tokens_seen"),
                                                 "sha256": report["sha256"][f"{self.name}.safetensors"]}
+        self._earlier_stretches = (report.get("run") or {}).get("stretches") or [UNRECORDED_STRETCH]
 
     def _check_milestone_weights(self, model: torch.nn.Module) -> None:
         """The model about to train holds the milestone's weights (each saved tensor equal to the model's in fp16):
@@ -448,6 +457,8 @@ class PretrainRun:
                     print(f"note: written by {self.resumed_from_world_size} process(es), continued by {world_size()}: "
                           f"the same global batches, so the same steps up to float rounding (not bit for bit)",
                           flush=True)
+        self.stretches = [*self._earlier_stretches,
+                          {"from_step": trainer.step, "world_size": world_size(), "threads": torch.get_num_threads()}]
         start = time.perf_counter()
         handlers = _catch_stop_signals(control)
         try:
@@ -473,15 +484,30 @@ class PretrainRun:
         """Whether this process writes the results (rank 0, or the only process)."""
         return is_main_process()
 
-    def annotate(self, report: dict) -> dict:
-        """``report`` plus the training time and threads, and how the run differed from the recorded single-process
-        float32 CPU run, if it did."""
-        report = {**report, "train_seconds": self.train_seconds, "torch_threads": torch.get_num_threads()}
+    def run_record(self) -> dict:
+        """Where and how the run trains: device (and on a GPU its name and torch), bf16, processes; for a run that
+        was stopped and went on, or that went on from a milestone, each stretch (``from_step``: the step it began
+        after; ``world_size``; ``threads``; an entry whose values are None stands for stretches from before they
+        were recorded)."""
         run = {"device": self.device.type, "bf16": self.bf16, "world_size": world_size()}
         if self.device.type == "cuda":
             run.update(device_name=torch.cuda.get_device_name(self.device), torch=torch.__version__)
         if len(self.world_sizes) > 1:
             run["world_sizes"] = self.world_sizes  # processes per stretch, in order, when a resume changed them
+        if len(self.stretches) > 1:
+            run["stretches"] = self.stretches
+        return run
+
+    def milestone_record(self) -> dict:
+        """What a milestone's ``pretrain.json`` records of the run so far: :meth:`run_record` with every stretch, the
+        current one included (a run that goes on from the milestone reads its earlier stretches there)."""
+        return {"run": {**self.run_record(), "stretches": self.stretches}}
+
+    def annotate(self, report: dict) -> dict:
+        """``report`` plus the training time and threads, and how the run differed from the recorded single-process
+        float32 CPU run in one stretch, if it did (:meth:`run_record`)."""
+        report = {**report, "train_seconds": self.train_seconds, "torch_threads": torch.get_num_threads()}
+        run = self.run_record()
         if self.continued_from is not None:
             report = {**report, "continued_from_milestone": self.continued_from}
         return report if run == {"device": "cpu", "bf16": False, "world_size": 1} else {**report, "run": run}

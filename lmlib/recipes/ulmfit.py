@@ -342,7 +342,8 @@ def finetune_imdb(out_dir: str | Path, steps: int | None = None, preset: str = "
         # the held-out perplexity, exact: evaluate's eval mode draws no dropout mask, so the run goes on unchanged
         save_pretrained(lm, vocab, folder, {**about, "config": lm.config.__dict__, "tokens_seen": trainer.step * tokens_per_step,
                                             "steps": trainer.step, "imdb_held_out_ppl": evaluate_lm(lm, held_ids),
-                                            "train_loss_curve": loss_curve(trainer.batch_losses)},
+                                            "train_loss_curve": loss_curve(trainer.batch_losses),
+                                            **job.milestone_record()},
                         stem=IMDB_NAME)
 
     trainer = Trainer(lm, opt, StatefulLMLoss(state_batch_dim=1, sampled=sampled),

@@ -92,7 +92,7 @@ def checkpoint_record(folder: Path, report: dict) -> dict:
     return {"folder": where, "kind": kind_of(report), "sha256": report["sha256"],
             "tokens_seen": report.get("tokens_seen"),
             "stage_a_tokens_seen": (report.get("stage_a") or {}).get("tokens_seen"),
-            "device": report.get("device"), "rebuild": report.get("rebuild")}
+            "device": (report.get("run") or {}).get("device", report.get("device")), "rebuild": report.get("rebuild")}
 
 
 def measure(folder: Path, data: T.ProbeData, config: T.ProbeConfig, settings: dict) -> tuple[dict, object]:
