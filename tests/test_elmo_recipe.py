@@ -188,3 +188,24 @@ def test_device_batches_give_random_batches_inputs_for_the_sentences_drawn():
         expect_chars, expect_ids = R.encode_batch(rows, vocab, 20)
         width = expect_ids.size(1)
         assert torch.equal(ids[:, :width], expect_ids) and torch.equal(chars[:, :width], expect_chars)
+
+
+def test_random_batches_skip_passes_over_batches_as_drawing_them_would_and_counts_their_words():
+    """A resumed run reaches its step through skip (Trainer.fit): the batches after it are the ones drawing would
+    give, and the words it reports are the skipped batches' non-padding word ids, so tokens_seen stays exact."""
+    sentences = [["The", "film", "was", "great", "."], ["I", "loved", "it", "!"], ["Great", "acting"]] * 5
+    vocab = R.target_vocab(sentences, size=12)
+    pad = vocab.stoi["<pad>"]
+    drawn = list(R.random_batches(sentences, vocab, 4, 6, seed=3, max_chars=20))
+    skipping = R.random_batches(sentences, vocab, 4, 6, seed=3, max_chars=20)
+    assert skipping.skip(4) == sum(int((ids != pad).sum()) for _, ids in drawn[:4])
+    rest = list(skipping)
+    assert len(rest) == 2 and all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(rest, drawn[4:]))
+    assert skipping.skip(3) == 0  # the stream has ended
+    # the run's count: skipped batches through the source's skip, or drawn and dropped by a source without one
+    for source in (R.random_batches(sentences, vocab, 4, 6, seed=3, max_chars=20), iter(drawn)):
+        counted = R._CountedBatches(source, pad)
+        counted.skip(4)
+        assert [torch.equal(ids, b[1]) for (_, ids), b in zip(counted, drawn[4:])] == [True, True]
+        assert int(counted.tokens) == sum(int((ids != pad).sum()) for _, ids in drawn)
+

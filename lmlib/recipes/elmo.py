@@ -127,13 +127,59 @@ def held_out_sentences(valid_reviews: int = PRETRAIN_RECIPE["valid_reviews"]) ->
     return [s for t in unsup_split(valid_reviews)[1] for s in sentences_of(t)]
 
 
-def random_batches(sentences: Sequence[Sequence[str]], vocab: Vocab, batch_size: int, steps: int, seed: int,
-                   max_chars: int = PRETRAIN_CONFIG["max_chars"]) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """``steps`` batches of ``batch_size`` sentences drawn at seeded random, each as :func:`encode_batch`."""
-    g = torch.Generator().manual_seed(seed)
-    for _ in range(steps):
-        idx = torch.randint(0, len(sentences), (batch_size,), generator=g).tolist()
-        yield encode_batch([sentences[i] for i in idx], vocab, max_chars)
+class random_batches(Iterator[tuple[torch.Tensor, torch.Tensor]]):  # noqa: N801 (used as the function it was)
+    """``steps`` batches of ``batch_size`` sentences drawn at seeded random, each as :func:`encode_batch`.
+
+    An iterator with :meth:`skip`, which a resumed run uses to reach its step (``Trainer.fit``): the same draws,
+    without encoding the batches it passes over."""
+
+    def __init__(self, sentences: Sequence[Sequence[str]], vocab: Vocab, batch_size: int, steps: int, seed: int,
+                 max_chars: int = PRETRAIN_CONFIG["max_chars"]):
+        self.sentences, self.vocab, self.batch_size, self.max_chars = sentences, vocab, batch_size, max_chars
+        self.left, self.g = steps, torch.Generator().manual_seed(seed)
+
+    def _draw(self) -> list[int] | None:
+        if self.left <= 0:
+            return None
+        self.left -= 1
+        return torch.randint(0, len(self.sentences), (self.batch_size,), generator=self.g).tolist()
+
+    def __next__(self) -> tuple[torch.Tensor, torch.Tensor]:
+        idx = self._draw()
+        if idx is None:
+            raise StopIteration
+        return encode_batch([self.sentences[i] for i in idx], self.vocab, self.max_chars)
+
+    def skip(self, n: int) -> int:
+        """Pass over the next ``n`` batches (fewer if the stream ends first), leaving the generator where drawing
+        them would; returns the words they hold, ``<bos>`` and ``<eos>`` included (their non-padding word ids)."""
+        words = 0
+        for _ in range(n):
+            idx = self._draw()
+            if idx is None:
+                break
+            words += sum(len(self.sentences[i]) + 2 for i in idx)
+        return words
+
+
+class _CountedBatches(Iterator[tuple[torch.Tensor, torch.Tensor]]):
+    """The batches of ``source`` with a running count of their word ids that are not padding, those of the batches
+    skipped on a resume included: the ``tokens_seen`` a run reports."""
+
+    def __init__(self, source: Iterator[tuple[torch.Tensor, torch.Tensor]], pad: int):
+        self.source, self.pad, self.tokens = source, pad, 0
+
+    def __next__(self) -> tuple[torch.Tensor, torch.Tensor]:
+        chars, ids = next(self.source)
+        self.tokens = self.tokens + (ids != self.pad).sum()  # a tensor (on the run's device): read once, at the end
+        return chars, ids
+
+    def skip(self, n: int) -> None:
+        if hasattr(self.source, "skip"):
+            self.tokens = self.tokens + self.source.skip(n)
+        else:  # drawn and counted, then dropped
+            for _ in zip(range(n), self):
+                pass
 
 
 def sentence_type_ids(sentences: Sequence[Sequence[str]], width: int) -> tuple[torch.Tensor, list[str]]:
@@ -260,15 +306,14 @@ def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full"
                        GradientClipping(recipe["clip"]), job.progress(lambda batch: (batch[1] != pad).sum()),
                        *job.milestones(tokens_per_step, milestone)],
                       **job.trainer_options())
-    tokens = [0]
+    stream: list[_CountedBatches] = []
 
     def batches(epoch):
         make = device_batches if preset == "gpu" else random_batches
         more = {"device": job.device} if preset == "gpu" else {}
-        for chars, ids in make(train, vocab, recipe["batch_size"], recipe["steps"], recipe["seed"], config.max_chars,
-                               **more):
-            tokens[0] = tokens[0] + (ids != pad).sum()  # a tensor: read once, at the end
-            yield chars, ids
+        stream[:] = [_CountedBatches(iter(make(train, vocab, recipe["batch_size"], recipe["steps"], recipe["seed"],
+                                               config.max_chars, **more)), pad)]
+        return stream[0]
 
     job.fit(trainer, batches)  # a resumed run counts the tokens of the batches it skips, too
     if not job.writes:
@@ -280,7 +325,7 @@ def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full"
     report = {
         **about, "parameters": sum(p.numel() for p in model.parameters()),
         "train_sentences": len(train), "train_words": n_words, "vocab_coverage": coverage,
-        "tokens_seen": int(tokens[0]), "steps": trainer.step, **last_losses(trainer.batch_losses),
+        "tokens_seen": int(stream[0].tokens), "steps": trainer.step, **last_losses(trainer.batch_losses),
         "valid_sentences": len(valid), **{f"valid_{k}": v for k, v in metrics.items()},
     }
     if preset != "full":

@@ -92,6 +92,16 @@ def to_device(batch: Any, device: torch.device) -> Any:
     return map_tensors(batch, lambda t: t.to(device))
 
 
+def _after(batches: Iterable[Any], taken: int) -> Iterable[Any]:
+    """The batches after the first ``taken`` (those a resumed checkpoint had trained on), so that a seeded stream
+    stays in step: passed over by the source's own ``skip(n)`` when it has one (it must leave the stream where
+    drawing ``n`` batches would, e.g. without building them), else drawn and dropped."""
+    if taken and hasattr(batches, "skip"):
+        batches.skip(taken)
+        return batches
+    return itertools.islice(batches, taken, None)
+
+
 def _reset_state(loss_fn: Callable) -> None:
     reset = getattr(loss_fn, "reset", None)
     if callable(reset):
@@ -353,7 +363,7 @@ class Trainer:
                 batches = self._batches(train, self.epoch)
                 if self.distributed:
                     self._check_same_length(batches)
-                for batch in itertools.islice(batches, taken, None):  # drawn and dropped: a seeded stream stays in step
+                for batch in _after(batches, taken):
                     self.train_step(batch)  # adds the batch to self._epoch_sums
                     if self.distributed:  # a time budget or a diverging loss may stop one rank first
                         self.stop_training = any_rank(self.stop_training)
