@@ -127,7 +127,7 @@ def held_out_sentences(valid_reviews: int = PRETRAIN_RECIPE["valid_reviews"]) ->
     return [s for t in unsup_split(valid_reviews)[1] for s in sentences_of(t)]
 
 
-class random_batches(Iterator[tuple[torch.Tensor, torch.Tensor]]):  # noqa: N801 (used as the function it was)
+class random_batches(Iterator[tuple[torch.Tensor, torch.Tensor]]):  # lower-case: called as the function it replaced
     """``steps`` batches of ``batch_size`` sentences drawn at seeded random, each as :func:`encode_batch`.
 
     An iterator with :meth:`skip`, which a resumed run uses to reach its step (``Trainer.fit``): the same draws,
