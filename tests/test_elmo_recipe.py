@@ -208,4 +208,3 @@ def test_random_batches_skip_passes_over_batches_as_drawing_them_would_and_count
         counted.skip(4)
         assert [torch.equal(ids, b[1]) for (_, ids), b in zip(counted, drawn[4:])] == [True, True]
         assert int(counted.tokens) == sum(int((ids != pad).sum()) for _, ids in drawn)
-
