@@ -1,4 +1,5 @@
-"""Command line: ``python -m lmlib data list|fetch|verify [NAME ...]`` and ``python -m lmlib pretrain MODEL``."""
+"""Command line: ``python -m lmlib data list|fetch|verify [NAME ...]``, ``python -m lmlib pretrain MODEL`` and
+``python -m lmlib ship MODEL SOURCE``."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ PRETRAIN_MODELS = {
              "the WordPiece and the BERT (MLM + NSP) on IMDb's unlabelled reviews"),
 }
 DEFAULT_OUT = Path("pretrained-runs")
+# models whose shipped checkpoint is one their long run wrote on its way: model -> "module:name" of its rebuild command
+SHIPPED_FROM_RUNS = {"elmo": "lmlib.recipes.elmo:REBUILD"}
 # the line `pretrain --help` shows for several processes; tests/test_pretrain_cli.py launches its torchrun runs with it
 TORCHRUN_EXAMPLE = "torchrun --standalone --nproc_per_node=2 -m lmlib pretrain gpt --preset teach"
 
@@ -35,7 +38,7 @@ _ACTIONS = {
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m lmlib", description="lmlib's dataset and pretraining tools")
-    groups = parser.add_subparsers(dest="group", required=True, metavar="{data,pretrain}")
+    groups = parser.add_subparsers(dest="group", required=True, metavar="{data,pretrain,ship}")
     data_cmd = groups.add_parser(
         "data", help="list, fetch or verify the datasets",
         description="List, fetch or verify the datasets lmlib uses. Files live in LMLIB_DATA_DIR if set, "
@@ -47,7 +50,33 @@ def _parser() -> argparse.ArgumentParser:
         cmd.add_argument("names", nargs="*", metavar="NAME",
                          help=f"dataset names (default: all): {', '.join(data.DATASETS)}")
     _pretrain_parser(groups)
+    ship = groups.add_parser(
+        "ship", help="ship a checkpoint a long pretraining run wrote on its way",
+        description="Copy a checkpoint that a long `pretrain` run wrote on its way (a milestone folder such as "
+                    "<out>/tokens_32M, or the <out>/last_stop/ of a run stopped there) into the model's shipped folder "
+                    "lmlib/pretrained/<name>: every file its pretrain.json lists, after checking each one's sha256, "
+                    "and that pretrain.json with the rebuild command added. Nothing is written if a check fails.")
+    ship.add_argument("model", choices=list(SHIPPED_FROM_RUNS),
+                      help="the model (the others ship what a whole run wrote: `pretrain` writes them)")
+    ship.add_argument("source", type=Path, help="the folder the run wrote")
     return parser
+
+
+def ship_main(args: argparse.Namespace) -> int:
+    """``python -m lmlib ship``: :func:`~lmlib.recipes.shipping.ship_checkpoint` into the model's shipped folder."""
+    from .recipes.shipping import PRETRAINED_DIR, ship_checkpoint
+
+    module_name, attribute = SHIPPED_FROM_RUNS[args.model].split(":")
+    name = PRETRAIN_MODELS[args.model][1]
+    try:
+        report = ship_checkpoint(args.source, PRETRAINED_DIR / name, name,
+                                 getattr(importlib.import_module(module_name), attribute))
+    except (FileNotFoundError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(f"shipped {args.source} ({report.get('tokens_seen', 0):,} tokens, step {report.get('steps')}) as "
+          f"{PRETRAINED_DIR / name}")
+    return 0
 
 
 def _pretrain_parser(groups) -> None:
@@ -171,6 +200,10 @@ def _pretrain(args: argparse.Namespace) -> int:
             if args.out is None:
                 raise PretrainError(f"the default folder {out} is a shipped checkpoint folder; name it with --out "
                                     f"to overwrite it")
+            rebuild = _recorded_rebuild(out)
+            if " ship " in rebuild:
+                raise PretrainError(f"{out} holds a checkpoint shipped from a run stopped on its way, which no single "
+                                    f"run writes there; rebuild it with `{rebuild}`")
             recorded = _recorded_preset(out)
             if preset != recorded or args.steps is not None or args.bf16 or overrides:
                 this = f"preset {preset} ({chosen_by})" if preset != recorded else "--steps, --set or --bf16"
@@ -203,14 +236,18 @@ def _pretrain(args: argparse.Namespace) -> int:
     return 0
 
 
-def _recorded_preset(folder: Path) -> str:
-    """The preset the checkpoint in ``folder`` was made with, read from the rebuild command its ``pretrain.json``
-    records (``full`` when it names none)."""
+def _recorded_rebuild(folder: Path) -> str:
+    """The rebuild command the ``pretrain.json`` in ``folder`` records ("" if none)."""
     from .recipes.shipping import REPORT
 
     report = folder / REPORT
-    rebuild = json.loads(report.read_text()).get("rebuild", "") if report.is_file() else ""
-    words = rebuild.split()
+    return json.loads(report.read_text()).get("rebuild", "") if report.is_file() else ""
+
+
+def _recorded_preset(folder: Path) -> str:
+    """The preset the checkpoint in ``folder`` was made with, read from the rebuild command its ``pretrain.json``
+    records (``full`` when it names none)."""
+    words = _recorded_rebuild(folder).split()
     return words[words.index("--preset") + 1] if "--preset" in words[:-1] else "full"
 
 
@@ -245,6 +282,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.group == "pretrain":
         return pretrain_main(args)
+    if args.group == "ship":
+        return ship_main(args)
     try:
         for name in args.names:
             data.dataset(name)

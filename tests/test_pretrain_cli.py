@@ -104,16 +104,24 @@ def test_pretrain_json_records_the_recipe_and_every_files_sha256(runs, model):
     assert "run" not in report  # a one-process float32 CPU run, like the recorded ones
 
 
-@pytest.mark.parametrize("module, directory", [(gpt, None), (bert, None), (elmo, elmo.CHECKPOINT_DIR), (ulmfit, None)])
-def test_the_full_preset_is_the_recipe_recorded_in_the_shipped_pretrain_json(module, directory, tmp_path):
+@pytest.mark.parametrize("module, directory, preset", [(gpt, None, "full"), (bert, None, "full"),
+                                                      (elmo, elmo.CHECKPOINT_DIR, "cpu"), (ulmfit, None, "full")])
+def test_the_preset_its_rebuild_names_is_the_recipe_recorded_in_the_shipped_pretrain_json(module, directory, preset,
+                                                                                         tmp_path):
     if directory is None:  # the shipped GPT, BERT and stage (a) came from the GPU recipe: this one made the ones before
         from lmlib.course.results import short_pretraining_report
 
         directory = tmp_path / module.NAME
         directory.mkdir()
         (directory / "pretrain.json").write_text(json.dumps(short_pretraining_report(module.NAME)))
-    recipe, config, tokenizer = plan("full", None, module.PRETRAIN_RECIPE, module.PRETRAIN_CONFIG,
-                                     module.PRETRAIN_TEACH, getattr(module, "TOKENIZER_RECIPE", None))
+    else:  # the shipped ELMo is the stop its rebuild names, of the run its preset plans
+        shipped = json.loads((directory / "pretrain.json").read_text())
+        words = shipped["rebuild"].split()
+        assert shipped["rebuild"] == module.REBUILD and words[words.index("--preset") + 1] == preset
+        assert int(words[words.index("--stop-after") + 1]) == shipped["steps"]
+    recipe, config, tokenizer = plan(preset, None, module.PRETRAIN_RECIPE, module.PRETRAIN_CONFIG,
+                                     module.PRETRAIN_TEACH, getattr(module, "TOKENIZER_RECIPE", None),
+                                     cpu=getattr(module, "PRETRAIN_CPU", None))
     shipped = json.loads((directory / "pretrain.json").read_text())
     assert json.loads(json.dumps(recipe)) == shipped["recipe"]
     assert {k: shipped["config"][k] for k in config} == json.loads(json.dumps(config))
@@ -185,16 +193,73 @@ def test_resume_with_nothing_to_resume_is_refused(runs, tmp_path, capsys):
 
 
 def test_the_shipped_folders_are_written_only_by_the_full_recipe_named_with_out(capsys, monkeypatch):
-    # elmo: a checkpoint this command's one-core recipe made (the GPU-pretrained ones are refused outright, below)
-    before = (elmo.CHECKPOINT_DIR / "pretrain.json").read_bytes()
-    assert pretrain("elmo", elmo.CHECKPOINT_DIR) == 2
+    # ULMFiT stage (b): a checkpoint this command's one-core recipe made (the GPU-pretrained ones are refused
+    # outright, below; ELMo's, shipped from a stopped run, too)
+    folder = ulmfit.IMDB_DIR
+    before = {f.name: f.read_bytes() for f in folder.iterdir()}
+    assert pretrain("ulmfit-imdb", folder) == 2
     assert "holds a shipped checkpoint: only its recorded recipe (--preset full" in capsys.readouterr().err
     monkeypatch.delenv("LMLIB_PRESET", raising=False)  # the default preset, teach, is refused there by name
-    assert cli.main(["pretrain", "elmo", "--device", "cpu", "--out", str(elmo.CHECKPOINT_DIR)]) == 2
+    assert cli.main(["pretrain", "ulmfit-imdb", "--device", "cpu", "--out", str(folder)]) == 2
     assert ("this run has preset teach (the default, as in the notebooks); add --preset full or choose another --out"
             in capsys.readouterr().err)
-    assert (elmo.CHECKPOINT_DIR / "pretrain.json").read_bytes() == before
+    assert {f.name: f.read_bytes() for f in folder.iterdir()} == before
     assert cli.DEFAULT_OUT.resolve() != PRETRAINED_DIR.resolve() and not cli.DEFAULT_OUT.is_absolute()
+
+
+@pytest.mark.parametrize("preset", ["cpu", "full", "teach"])
+def test_a_folder_shipped_from_a_stopped_run_takes_no_pretrain_run(preset, capsys):
+    # no single run writes what `lmlib ship` put there, whatever its preset: the refusal names the rebuild
+    before = {f.name: f.read_bytes() for f in elmo.CHECKPOINT_DIR.iterdir()}
+    line = refused(capsys, ["pretrain", "elmo", "--preset", preset, "--device", "cpu", "--out",
+                            str(elmo.CHECKPOINT_DIR)])
+    assert elmo.REBUILD in line and "lmlib ship elmo" in elmo.REBUILD
+    assert {f.name: f.read_bytes() for f in elmo.CHECKPOINT_DIR.iterdir()} == before
+
+
+@pytest.fixture
+def stopped_elmo(tmp_path, capsys):
+    """The ``last_stop/`` of a seconds-long ELMo cpu-preset trial stopped after step 2 of 3."""
+    out = tmp_path / "elmo-run"
+    assert cli.main(["pretrain", "elmo", "--preset", "cpu", "--device", "cpu", "--steps", "3", "--stop-after", "2",
+                     "--out", str(out), *CPU_TRIAL["elmo"]]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    return out / LAST_STOP
+
+
+def test_ship_copies_the_checkpoint_a_run_wrote_on_its_way(stopped_elmo, tmp_path, monkeypatch, capsys):
+    from lmlib.recipes import shipping
+
+    monkeypatch.setattr(shipping, "PRETRAINED_DIR", tmp_path / "pretrained")
+    assert cli.main(["ship", "elmo", str(stopped_elmo)]) == 0
+    assert "step 2" in capsys.readouterr().out
+    shipped_dir = tmp_path / "pretrained" / elmo.NAME
+    source, shipped = (json.loads((d / "pretrain.json").read_text()) for d in (stopped_elmo, shipped_dir))
+    assert shipped == {"rebuild": elmo.REBUILD, **source, "shipped_from": str(stopped_elmo)}
+    for f in source["sha256"]:
+        assert (shipped_dir / f).read_bytes() == (stopped_elmo / f).read_bytes()
+    bilm, vocab, report = elmo.load_pretrained(shipped_dir)  # verified on load, as the shipped one is
+    weights = load_file(stopped_elmo / f"{elmo.NAME}.safetensors")
+    assert all(torch.equal(bilm.state_dict()[k], weights[k].float()) for k in weights)
+    assert report["steps"] == 2 and bilm.config.vocab_size == len(vocab)
+
+
+def test_ship_refuses_a_corrupt_or_foreign_checkpoint_before_writing(stopped_elmo, tmp_path, monkeypatch, capsys):
+    from lmlib.recipes import shipping
+
+    monkeypatch.setattr(shipping, "PRETRAINED_DIR", tmp_path / "pretrained")
+    weights = stopped_elmo / f"{elmo.NAME}.safetensors"
+    good = weights.read_bytes()
+    weights.write_bytes(good[:-1] + bytes([good[-1] ^ 0xFF]))
+    assert "sha256" in refused(capsys, ["ship", "elmo", str(stopped_elmo)])
+    weights.write_bytes(good)
+    report = json.loads((stopped_elmo / "pretrain.json").read_text())
+    weights.rename(stopped_elmo / "other.safetensors")  # another model's checkpoint, its files all as recorded
+    report["sha256"] = {"other.safetensors" if k == weights.name else k: v for k, v in report["sha256"].items()}
+    (stopped_elmo / "pretrain.json").write_text(json.dumps(report))
+    assert f"holds no {weights.name}" in refused(capsys, ["ship", "elmo", str(stopped_elmo)])
+    assert "not a folder" in refused(capsys, ["ship", "elmo", str(tmp_path / "missing")])
+    assert not (tmp_path / "pretrained").exists()
 
 
 @pytest.mark.parametrize("model", ["gpt", "bert"])

@@ -52,7 +52,8 @@ from .shipping import PRETRAINED_DIR, load_shipped, save_shipped
 
 NAME = "elmo_imdb"
 CHECKPOINT_DIR = PRETRAINED_DIR / NAME
-REBUILD = "python -m lmlib pretrain elmo --preset full --device cpu --out lmlib/pretrained/elmo_imdb"
+REBUILD = ("python -m lmlib pretrain elmo --preset cpu --threads 2 --stop-after 14977 --out pretrained-runs/cpu/elmo "
+           "(the same with --resume after any stop), then python -m lmlib ship elmo pretrained-runs/cpu/elmo/last_stop")
 
 PRETRAIN_CONFIG = dict(embed_size=128, hidden_size=512, num_layers=2, dropout=0.1, char_embed_size=16,
                        filters=((1, 32), (2, 32), (3, 64), (4, 64), (5, 64)), num_highway=2, max_chars=20)
@@ -282,6 +283,8 @@ def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full"
 
     about = {"model": "ELMo biLM (lmlib.models.elmo), pretrained on IMDb's unlabelled reviews",
              "config": config.__dict__, "recipe": recipe}
+    data_facts = {"parameters": sum(p.numel() for p in model.parameters()), "train_sentences": len(train),
+                  "train_words": n_words, "vocab_coverage": coverage, "valid_sentences": len(valid)}
 
     def save(folder: str | Path, report: dict) -> dict:
         return save_shipped(folder, NAME, model.state_dict(), config.__dict__, report, side_files={"vocab.json": vocab.save})
@@ -289,7 +292,7 @@ def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full"
     def milestone(folder: Path, trainer: Trainer, tokens: int) -> None:
         # held-out perplexities with the exact softmax: evaluation draws no dropout mask, so the run goes on unchanged
         held_out = {f"valid_{k}": v for k, v in evaluate_bilm(model, valid, vocab).items()}
-        save(folder, {**about, "tokens_seen": round(trainer.step * tokens_per_step), "steps": trainer.step,
+        save(folder, {**about, **data_facts, "tokens_seen": round(trainer.step * tokens_per_step), "steps": trainer.step,
                       **held_out, "train_loss_curve": loss_curve(trainer.batch_losses), **job.milestone_record()})
 
     sampled = None
@@ -323,10 +326,8 @@ def pretrain(out_dir: str | Path, steps: int | None = None, preset: str = "full"
     print(f"held-out: forward perplexity {metrics['forward_ppl']:.1f}, backward {metrics['backward_ppl']:.1f}",
           flush=True)
     report = {
-        **about, "parameters": sum(p.numel() for p in model.parameters()),
-        "train_sentences": len(train), "train_words": n_words, "vocab_coverage": coverage,
-        "tokens_seen": int(stream[0].tokens), "steps": trainer.step, **last_losses(trainer.batch_losses),
-        "valid_sentences": len(valid), **{f"valid_{k}": v for k, v in metrics.items()},
+        **about, **data_facts, "tokens_seen": int(stream[0].tokens), "steps": trainer.step,
+        **last_losses(trainer.batch_losses), **{f"valid_{k}": v for k, v in metrics.items()},
     }
     if preset != "full":
         report["train_loss_curve"] = loss_curve(trainer.batch_losses)

@@ -9,6 +9,8 @@ A model too slow to pretrain live ships in ``lmlib/pretrained/<name>/`` as
 
 :func:`save_shipped` writes all of it (each file atomically); :func:`load_shipped` checks every sha256 before it
 reads a byte of weights, so a corrupt or replaced file is refused with a message that says how to rebuild it.
+A checkpoint that a long run wrote on its way (a milestone, or the ``last_stop/`` of a run stopped there) is shipped
+by :func:`ship_checkpoint` (``python -m lmlib ship``), which copies it after the same checks.
 """
 
 from __future__ import annotations
@@ -78,6 +80,29 @@ def verify_shipped(directory: str | Path, rebuild: str, files: Sequence[str] | N
         if actual != recorded[file_name]:
             raise ValueError(f"{path} has sha256 {actual}, but {REPORT} records {recorded[file_name]}: the file is "
                              f"corrupt or was replaced. Restore it from git or rebuild the checkpoint with `{rebuild}`")
+    return report
+
+
+def ship_checkpoint(source: str | Path, out_dir: str | Path, name: str, rebuild: str) -> dict:
+    """Copy ``name``'s checkpoint in ``source`` (a folder written by :func:`save_shipped` on a run's way: a milestone or
+    ``last_stop/``) into the shipped folder ``out_dir``: every file its ``pretrain.json`` lists, each checked against
+    its sha256 first, then that report with ``rebuild`` (the commands that remake it) and ``shipped_from`` (the
+    source folder as given) added. Every check comes before the first byte is written. Returns the report written."""
+    source, out_dir = Path(source), Path(out_dir)
+    if not source.is_dir():
+        raise FileNotFoundError(f"{source} is not a folder: name the milestone or last_stop/ folder of the run")
+    report = verify_shipped(source, rebuild)
+    weights = f"{name}.safetensors"
+    if weights not in report.get("sha256", {}):
+        listed = ", ".join(report.get("sha256", {})) or "no files"
+        raise ValueError(f"{source} holds no {weights} ({REPORT} lists {listed}): not a checkpoint of {name}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for file_name in report["sha256"]:
+        atomic_write(out_dir / file_name, lambda tmp, f=file_name: Path(tmp).write_bytes((source / f).read_bytes()))
+    report = {"rebuild": rebuild, **{k: v for k, v in report.items() if k not in ("rebuild", "shipped_from")},
+              "shipped_from": str(source)}
+    atomic_write(out_dir / REPORT, lambda tmp: Path(tmp).write_text(json.dumps(report, indent=2) + "\n"))
+    verify_shipped(out_dir, rebuild)  # the copies have the recorded sha256
     return report
 
 
