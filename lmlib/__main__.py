@@ -200,11 +200,11 @@ def _pretrain(args: argparse.Namespace) -> int:
             if args.out is None:
                 raise PretrainError(f"the default folder {out} is a shipped checkpoint folder; name it with --out "
                                     f"to overwrite it")
-            rebuild = _recorded_rebuild(out)
-            if " ship " in rebuild:
+            shipped = _recorded_report(out)
+            if "shipped_from" in shipped:  # put there by `ship` (lmlib.recipes.shipping.ship_checkpoint)
                 raise PretrainError(f"{out} holds a checkpoint shipped from a run stopped on its way, which no single "
-                                    f"run writes there; rebuild it with `{rebuild}`")
-            recorded = _recorded_preset(out)
+                                    f"run writes there; rebuild it with `{shipped.get('rebuild', '')}`")
+            recorded = _recorded_preset(shipped)
             if preset != recorded or args.steps is not None or args.bf16 or overrides:
                 this = f"preset {preset} ({chosen_by})" if preset != recorded else "--steps, --set or --bf16"
                 raise PretrainError(f"{out} holds a shipped checkpoint: only its recorded recipe (--preset "
@@ -236,18 +236,18 @@ def _pretrain(args: argparse.Namespace) -> int:
     return 0
 
 
-def _recorded_rebuild(folder: Path) -> str:
-    """The rebuild command the ``pretrain.json`` in ``folder`` records ("" if none)."""
+def _recorded_report(folder: Path) -> dict:
+    """The ``pretrain.json`` in ``folder`` ({} if none)."""
     from .recipes.shipping import REPORT
 
     report = folder / REPORT
-    return json.loads(report.read_text()).get("rebuild", "") if report.is_file() else ""
+    return json.loads(report.read_text()) if report.is_file() else {}
 
 
-def _recorded_preset(folder: Path) -> str:
-    """The preset the checkpoint in ``folder`` was made with, read from the rebuild command its ``pretrain.json``
-    records (``full`` when it names none)."""
-    words = _recorded_rebuild(folder).split()
+def _recorded_preset(report: dict) -> str:
+    """The preset a shipped checkpoint was made with, read from the rebuild command its ``report`` records (``full``
+    when it names none)."""
+    words = report.get("rebuild", "").split()
     return words[words.index("--preset") + 1] if "--preset" in words[:-1] else "full"
 
 

@@ -16,6 +16,7 @@ by :func:`ship_checkpoint` (``python -m lmlib ship``), which copies it after the
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -98,7 +99,7 @@ def ship_checkpoint(source: str | Path, out_dir: str | Path, name: str, rebuild:
         raise ValueError(f"{source} holds no {weights} ({REPORT} lists {listed}): not a checkpoint of {name}")
     out_dir.mkdir(parents=True, exist_ok=True)
     for file_name in report["sha256"]:
-        atomic_write(out_dir / file_name, lambda tmp, f=file_name: Path(tmp).write_bytes((source / f).read_bytes()))
+        atomic_write(out_dir / file_name, lambda tmp, f=file_name: shutil.copyfile(source / f, tmp))
     report = {"rebuild": rebuild, **{k: v for k, v in report.items() if k not in ("rebuild", "shipped_from")},
               "shipped_from": str(source)}
     atomic_write(out_dir / REPORT, lambda tmp: Path(tmp).write_text(json.dumps(report, indent=2) + "\n"))
