@@ -5,7 +5,9 @@ with no code and no error on it, that every view of notebooks/demos.ipynb is the
 cell that makes one, the plotly figures drawn, the bertviz views' SVG drawn, the type-your-own boxes present), that
 typing the example in a type-your-own box changes its output, that a slider reached with the Tab key alone and
 moved with the arrow keys changes the figure it drives, that axe-core finds no serious or critical WCAG 2.1 A/AA
-violation on the page (a11y.py), and that no request leaves 127.0.0.1.
+violation on the page (a11y.py) once every figure is drawn, and that no request leaves 127.0.0.1.
+(JupyterLab's plotly renderer shows an <img> without alt text while plotly.js draws a figure; under a busy machine
+the audit once ran in that moment. A figure that never finishes drawing fails the test.)
 (test_notebooks_in_lab.py runs the same notebook in JupyterLab and moves every control.)
 Skipped when voila (requirements.txt), Chromium or playwright is missing.
 
@@ -67,6 +69,10 @@ JS_PAGE = r"""() => {
       .filter(o => /Error displaying widget|Error rendering|Javascript Error/.test(o.innerText)).length,
     widgets: Array.from(document.querySelectorAll('.jp-OutputArea-output > .jupyter-widgets, .jp-OutputArea-output > .widget-container, .jp-OutputArea-output > .lm-Widget.jupyter-widgets')).filter(drawn).length,
     plots: Array.from(document.querySelectorAll('.js-plotly-plot')).filter(drawn).length,
+    // Lab's plotly renderer shows an <img> (no alt text) until plotly.js has drawn the figure, then hides it
+    drawing: Array.from(document.querySelectorAll('.jp-RenderedPlotly')).filter(el => {
+      const img = el.querySelector('img.plot-img');
+      return !el.querySelector('.plot-container') || (img && getComputedStyle(img).display !== 'none'); }).length,
     bertviz: Array.from(document.querySelectorAll('[id^="bertviz-"]')).filter(el => /^bertviz-[0-9a-f]+$/.test(el.id))
       .map(el => { const svg = el.querySelector('svg'); return svg ? svg.querySelectorAll('rect, path, line, text').length : 0; }),
     typed: Array.from(document.querySelectorAll('TYPED')).map(el => el.getAttribute('placeholder') || ''),
@@ -97,6 +103,14 @@ JS_FOCUSED_FIGURE = r"""() => {
   }
   return plot ? JSON.stringify((plot.data || []).map(t => [t.x, t.y])) : null;
 }"""
+
+
+def figures_drawn(page, timeout_s: float = 30) -> list[str]:
+    """Wait until every plotly figure on the page is drawn (a view redrawn by a control draws its figure anew)."""
+    deadline = time.time() + timeout_s
+    while (drawing := page.evaluate(JS_PAGE)["drawing"]) and time.time() < deadline:
+        page.wait_for_timeout(200)
+    return [f"{drawing} plotly figures still not drawn after {timeout_s:g} s"] if drawing else []
 
 
 def keyboard_problems(page, max_tabs: int = 200) -> list[str]:
@@ -136,6 +150,23 @@ def test_expected_views_counts_the_demo_cells():
                     {"cell_type": "code", "source": ["type_your_own.attention_pair_box()"]},
                     {"cell_type": "markdown", "source": ["## A title\n", "text"]}]}
     assert expected_views(nb) == {"widgets": 2, "bertviz": 3, "typed": 1, "headings": 1}
+
+
+def test_a_plotly_figure_counts_as_drawing_until_its_placeholder_image_is_hidden():
+    """The page check's ``drawing``: Lab's plotly renderer holds an <img> without alt text until plotly.js draws."""
+    views = {"<div class='jp-RenderedPlotly'><img class='plot-img'></div>": 1,  # plotly.js still loading
+             "<div class='jp-RenderedPlotly'><img class='plot-img'><div class='plot-container'></div></div>": 1,
+             "<div class='jp-RenderedPlotly'><img class='plot-img' style='display:none'>"
+             "<div class='plot-container'></div></div>": 0}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page()
+            for html, drawing in views.items():
+                page.set_content(f"<html><body>{html}{html}</body></html>")
+                assert page.evaluate(JS_PAGE)["drawing"] == 2 * drawing, html
+        finally:
+            browser.close()
 
 
 @pytest.fixture(scope="module")
@@ -198,7 +229,7 @@ def test_voila_serves_the_demo_page_with_every_view(voila_url):
             deadline, state = time.time() + RENDER_TIMEOUT_S, None
             while time.time() < deadline:
                 state = page.evaluate(JS_PAGE)
-                if not state["loading"] and state["widgets"] >= want["widgets"] and \
+                if not state["loading"] and state["widgets"] >= want["widgets"] and not state["drawing"] and \
                         len([d for d in state["bertviz"] if d]) >= want["bertviz"]:
                     break
                 page.wait_for_timeout(500)
@@ -237,6 +268,7 @@ def test_voila_serves_the_demo_page_with_every_view(voila_url):
                 elif "⚠" in after:
                     problems.append(f"the first box shows a message instead of a result: {after[:300]}")
             problems += keyboard_problems(page)
+            problems += figures_drawn(page)  # the audit reads the page as a student sees it once it has drawn
             problems += audit(page, known=IPYWIDGETS_A11Y)
             page.screenshot(path=str(ARTIFACTS / "voila_demos.png"), full_page=True)
         finally:
