@@ -57,7 +57,7 @@ from common import load, machine, result_path, summarise, write_result
 
 from lmlib.data import load_imdb
 from lmlib.models.awd_lstm import AWDLSTMLanguageModel
-from lmlib.models.ulmfit import ULMFiTClassifier
+from lmlib.models.ulmfit import ULMFiTClassifier, grow_vocab
 from lmlib.recipes import ulmfit as U
 from lmlib.runtime import seed_everything
 
@@ -86,12 +86,22 @@ def labelled_data():
             [U.review_tokens(t) for t in test_texts], test_labels)
 
 
-def starting_lm(init: str):
-    """The LM whose encoder the classifier starts from, with its vocabulary (the same words for every init)."""
+def starting_lm(init: str, checkpoint: Path = U.IMDB_DIR):
+    """The LM whose encoder the classifier starts from, with the stage (b) ``checkpoint``'s vocabulary for every
+    init: ``imdb`` that checkpoint; ``random`` the same architecture at random init; ``ptb`` the shipped stage (a)
+    LM it was fine-tuned from, grown to its words by :func:`lmlib.models.ulmfit.grow_vocab` (a new word's row is
+    the mean row), as stage (b) grew it before reading IMDb."""
+    lm, vocab = U.load_pretrained(checkpoint, **U.IMDB_RECIPE["dropouts"])  # checks every file's sha256
     if init == "imdb":
-        return U.load_pretrained(U.IMDB_DIR, **U.IMDB_RECIPE["dropouts"])
-    lm_texts, _ = U.imdb_lm_texts()
-    return U.imdb_vocab_and_lm(lm_texts, pretrained=init == "ptb")
+        return lm, vocab
+    if init == "random":
+        return AWDLSTMLanguageModel(lm.config), vocab
+    stage_a = json.loads((U.PRETRAINED_DIR / "pretrain.json").read_text())["sha256"]["awd_lstm_ptb.safetensors"]
+    began = json.loads((checkpoint / "pretrain.json").read_text()).get("stage_a", {}).get("sha256")
+    ptb_lm, ptb_vocab = U.load_pretrained(U.PRETRAINED_DIR, **U.IMDB_RECIPE["dropouts"])
+    if began != stage_a or vocab.itos[:len(ptb_vocab)] != ptb_vocab.itos:
+        raise SystemExit(f"{checkpoint} was not fine-tuned from the shipped stage (a) LM; its ptb variants cannot be run")
+    return grow_vocab(ptb_lm, ptb_vocab, vocab.itos[len(ptb_vocab):], vocab.counts)
 
 
 def encode(vocab, texts, max_len):
@@ -117,15 +127,15 @@ def best_rate(dev_rows: list[dict]) -> float:
 
 
 def run(variant: str, seeds: list[int], sizes: list[int], max_len: int, out: Path, eta: float | None = None,
-        sweep: list[float] | None = None, sweep_size: int = 1000) -> None:
+        sweep: list[float] | None = None, sweep_size: int = 1000, checkpoint: Path = U.IMDB_DIR) -> None:
     init, gradual, factor, schedule = VARIANTS[variant]
     torch.set_num_threads(1)
+    lm, vocab = starting_lm(init, checkpoint)
     train_texts, train_labels, test_texts, test_labels = labelled_data()
-    lm, vocab = starting_lm(init)
-    imdb = json.loads((U.IMDB_DIR / "pretrain.json").read_text()) if (U.IMDB_DIR / "pretrain.json").is_file() else None
+    imdb = json.loads((checkpoint / "pretrain.json").read_text())
     result = {"what": __doc__.split("\n")[0], "settings": {**SETTINGS, "max_len": max_len}, "variant": variant,
-              "vocab_size": len(vocab), "vocab_words_sha": hash_words(vocab.itos),
-              "checkpoint": {"imdb_sha256": imdb and imdb["sha256"]["ulmfit_imdb.safetensors"]} if init == "imdb" else None,
+              "vocab_size": len(vocab), "vocab_words_sha": hash_words(vocab.itos), "stage_b_folder": str(checkpoint),
+              "checkpoint": {"imdb_sha256": imdb["sha256"]["ulmfit_imdb.safetensors"]} if init == "imdb" else None,
               "machine": machine(), "load_before": load(), "threads": torch.get_num_threads(), "rows": []}
     train_ids, test_ids = encode(vocab, train_texts, max_len), encode(vocab, test_texts, max_len)
 
@@ -249,13 +259,18 @@ def main() -> None:
     parser.add_argument("--eta", type=float, default=None, help="eta_top for every run (default: the recipe's)")
     parser.add_argument("--sweep", nargs="+", type=float, default=None, help="rates scored on the dev split first")
     parser.add_argument("--sweep-size", type=int, default=1000)
+    parser.add_argument("--checkpoint", type=Path, default=U.IMDB_DIR,
+                        help="stage (b) folder (default: the shipped one); every variant reads its vocabulary")
     args = parser.parse_args()
+    if args.variant and not (args.checkpoint / "pretrain.json").is_file():
+        parser.error(f"{args.checkpoint} holds no stage (b) checkpoint (pretrain.json)")
     if args.merge:
         merge(args.merge)
     elif args.replace:
         replace(args.replace)
     elif args.variant and args.out:
-        run(args.variant, args.seeds, args.sizes, args.max_len, args.out, args.eta, args.sweep, args.sweep_size)
+        run(args.variant, args.seeds, args.sizes, args.max_len, args.out, args.eta, args.sweep, args.sweep_size,
+            args.checkpoint)
     else:
         parser.error("give --variant and --out to run, or --merge PARTS")
 
