@@ -136,3 +136,27 @@ def test_no_notebook_stores_the_view_libraries_in_its_widget_state():
             size = len(json.dumps(model))
             assert LIBRARY_MARK not in json.dumps(model), f"{path.name}: widget {model_id} stores d3"
             assert size < 150_000, f"{path.name}: widget {model_id} ({model['model_name']}) stores {size:,} characters"
+
+
+def test_a_views_first_drawing_puts_a_plotly_figure_inside_its_output_not_in_the_cells(monkeypatch):
+    """A plotly figure displays itself when IPython formats it: the first drawing of a view must take its bundle
+    instead, or the figure lands above the widget, where no redraw replaces it (two figures after a slider moves)."""
+    import ipywidgets as widgets
+    import plotly.graph_objects as go
+    import plotly.io as pio
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.display import HTML
+    from IPython.utils.capture import capture_output
+
+    InteractiveShell.instance()
+    monkeypatch.setattr(pio.renderers, "default", "plotly_mimetype")  # as in a kernel
+    out = widgets.Output()
+    with capture_output() as cell:
+        Y.show(out, go.Figure(go.Scatter(y=[1, 3, 2])), HTML("<b>caption</b>"))
+    assert not cell.outputs, "the figure went to the cell's output"
+    figure, caption = out.outputs
+    assert figure["data"]["application/vnd.plotly.v1+json"]["data"][0]["y"] == [1, 3, 2]
+    assert caption["data"]["text/html"] == "<b>caption</b>"
+    monkeypatch.setattr(pio.renderers, "default", "")  # no renderer (a plain script): refused, not shown empty
+    with pytest.raises(ValueError, match="nothing to show"):
+        Y.show(out, go.Figure())

@@ -14,7 +14,6 @@ def _redrawn(controls: dict, draw, layout):
     """``layout(controls, output)``, where ``output`` shows ``draw(**values)`` (a tuple of things to display),
     redrawn whenever a control changes."""
     import ipywidgets as widgets
-    from IPython.display import clear_output, display
 
     from lmlib.course.type_your_own import show
 
@@ -23,10 +22,9 @@ def _redrawn(controls: dict, draw, layout):
     def drawn():
         return draw(**{name: w.value for name, w in controls.items()})
 
-    def moved(_change):  # after the cell, when the browser moves a control: captured, as Lab redraws it
-        with output:
-            clear_output(wait=True)
-            display(*drawn())
+    def moved(_change):  # after the cell, when the browser moves a control
+        with output:  # an error in the redraw shows as its traceback under the controls
+            show(output, *drawn())
 
     for control in controls.values():
         control.observe(moved, names="value")

@@ -42,7 +42,7 @@ def text_view(render: Callable[[str], object], value: str, placeholder: str, des
     submit. ``render`` returns something to display (HTML, a figure, a widget) or raises ``ValueError`` with a
     message for the student; other errors show as tracebacks (the browser test fails on them)."""
     import ipywidgets as widgets
-    from IPython.display import HTML, clear_output, display
+    from IPython.display import HTML
 
     box = widgets.Text(value=value, placeholder=placeholder, description=description, continuous_update=False,
                        style={"description_width": "initial"}, layout=widgets.Layout(width=width))
@@ -55,10 +55,9 @@ def text_view(render: Callable[[str], object], value: str, placeholder: str, des
         except ValueError as err:
             return HTML(f"<p style='color:#b5400a'>{MESSAGE} {html.escape(str(err))}</p>")
 
-    def typed(_change):  # run when the browser sends the new text, after the cell: captured, as Lab redraws it
-        with out:
-            clear_output(wait=True)
-            display(shown())
+    def typed(_change):  # run when the browser sends the new text, after the cell
+        with out:  # an error in the redraw shows as its traceback under the box
+            show(out, shown())
 
     box.observe(typed, names="value")
     show(out, shown())  # the first drawing, during the cell: not captured (see show); an error is the cell's
@@ -73,11 +72,26 @@ def show(output, *objects) -> None:
     capture during the cell can leave the cell's execute_reply unseen and the page stalled at "Executing N of M"
     (voila-dashboards/voila#1428). Redraws after the cell keep the capture: Lab stacks a plotly figure given as
     new state under the old one instead of replacing it."""
+    output.outputs = tuple({"output_type": "display_data", "data": data, "metadata": metadata}
+                           for data, metadata in map(_formatted, objects))
+
+
+def _formatted(obj) -> tuple[dict, dict]:
+    """``obj``'s mime bundle and metadata, as ``display`` would send them, without displaying anything.
+
+    A plotly figure displays itself (``_ipython_display_``) when IPython's formatter reaches it, which would put
+    it in the cell's own output, above the widget, where no redraw replaces it; its ``_repr_mimebundle_`` is the
+    same bundle, returned instead."""
     from IPython.core.interactiveshell import InteractiveShell
 
-    formatted = (InteractiveShell.instance().display_formatter.format(o) for o in objects)
-    output.outputs = tuple({"output_type": "display_data", "data": data, "metadata": metadata}
-                           for data, metadata in formatted)
+    if hasattr(obj, "_ipython_display_") and hasattr(obj, "_repr_mimebundle_"):
+        bundle = obj._repr_mimebundle_()
+        data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
+    else:
+        data, metadata = InteractiveShell.instance().display_formatter.format(obj)
+    if not data:
+        raise ValueError(f"{type(obj).__name__} has nothing to show in a view (no display representation)")
+    return data, metadata or {}
 
 
 def _table(rows: Sequence[Sequence[str]], header: Sequence[str] | None = None) -> str:

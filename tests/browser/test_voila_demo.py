@@ -91,7 +91,7 @@ JS_OUTPUT_OF_BOX = r"""(i) => {
 }""".replace("TYPED", TYPED_BOXES)
 
 
-# The figure a slider drives: its view's plotly figure, summarised by its traces' data.
+# The figure a slider drives: how many figures its view holds, and the first one's traces' data.
 JS_FOCUSED_FIGURE = r"""() => {
   const handle = document.activeElement;
   if (!handle || !handle.classList.contains('noUi-handle')) return null;
@@ -101,7 +101,8 @@ JS_FOCUSED_FIGURE = r"""() => {
     if (view.classList.contains('jp-OutputArea-output')) break;
     view = view.parentElement;
   }
-  return plot ? JSON.stringify((plot.data || []).map(t => [t.x, t.y])) : null;
+  return plot ? JSON.stringify({figures: view.querySelectorAll('.js-plotly-plot').length,
+                                 data: (plot.data || []).map(t => [t.x, t.y])}) : null;
 }"""
 
 
@@ -114,7 +115,8 @@ def figures_drawn(page, timeout_s: float = 30) -> list[str]:
 
 
 def keyboard_problems(page, max_tabs: int = 200) -> list[str]:
-    """Tab from the top of the page to the first slider that drives a figure, press ArrowRight, see the figure change."""
+    """Tab from the top of the page to the first slider that drives a figure, press ArrowRight, see the figure change
+    (redrawn in place: the view holds as many figures as before)."""
     page.locator("body").click(position={"x": 5, "y": 5})
     figure = None
     for _ in range(max_tabs):
@@ -130,7 +132,10 @@ def keyboard_problems(page, max_tabs: int = 200) -> list[str]:
     while after == figure and time.time() < deadline:
         page.wait_for_timeout(200)
         after = page.evaluate(JS_FOCUSED_FIGURE)
-    return [] if after and after != figure else ["moving the focused slider with ArrowRight did not change its figure"]
+    if not after or after == figure:
+        return ["moving the focused slider with ArrowRight did not change its figure"]
+    before, now = json.loads(figure)["figures"], json.loads(after)["figures"]
+    return [] if now == before else [f"the slider's view holds {now} figures after a redraw, {before} before"]
 
 
 def expected_views(notebook: dict) -> dict[str, int]:
