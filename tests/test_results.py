@@ -345,3 +345,14 @@ def test_lesson_checks_use_the_noise_rule_of_every_verdict(monkeypatch):
     model = sorted(GPU_RESULTS)[0]
     monkeypatch.setattr(verdicts, "beyond_noise", lambda d, se: False)
     assert not any(c["holds"] for c in results.lesson_checks(model))
+
+
+def test_a_gpu_transfer_names_its_checkpoint_shipped_only_when_lmlib_ships_those_files():
+    for model in ("gpt", "elmo"):
+        tokens, shipped = results.gpu_transfer_checkpoint(model)
+        source, data, report = results._gpu_transfer(model)
+        assert tokens == report["tokens_seen"]
+        weights = next(f for f in data["checkpoint"]["sha256"] if f.endswith(".safetensors"))
+        ships = results.shipped_sha256(weights.removesuffix(".safetensors"))
+        assert shipped == (data["checkpoint"]["sha256"][weights] == ships)
+    assert results.gpu_transfer_checkpoint("gpt")[1] and not results.gpu_transfer_checkpoint("elmo")[1]

@@ -147,10 +147,23 @@ def test_the_shipped_elmo_probe_is_best_layer_minus_random_best(points):
     (ckpt,) = data["checkpoints"]
     layers = [r for r in ckpt["summary"] if r["n_labels"] == 1000 and str(r["feature"]).isdigit()]
     best = {i: max(r["mean"] for r in layers if r["init"] == i) for i in ("pretrained", "random")}
-    cpu = _pick(points, "ELMo", "CPU", "frozen")
+    cpu = _pick(points, "ELMo", "CPU", "frozen", "elmo_sentiment_128")
     assert cpu["gain"] == pytest.approx(best["pretrained"] - best["random"]) and cpu["tokens"] == ckpt["tokens_seen"]
     bow = next(r for r in data["bow"]["elmo"]["summary"] if r["n_labels"] == 1000)
     assert cpu["bow_gap"] == pytest.approx(bow["mean"] - best["random"])
+
+
+def test_the_cpu_elmo_run_is_a_point_per_milestone_at_its_tokens(points):
+    data = results.load("elmo_cpu_milestones")
+    frozen = [p for p in points if p["source"] == "elmo_cpu_milestones"]
+    assert len(frozen) == len(data["checkpoints"]) >= 2
+    for p, ckpt in zip(frozen, data["checkpoints"]):
+        rows = [r for r in ckpt["summary"] if r["n_labels"] == 1000 and str(r["feature"]).isdigit()]
+        best = {i: max(r["mean"] for r in rows if r["init"] == i) for i in ("pretrained", "random")}
+        assert p["gain"] == pytest.approx(best["pretrained"] - best["random"]) and p["budget"] == "CPU"
+        assert p["tokens"] == ckpt["tokens_seen"]
+    shipped = _pick(points, "ELMo", "CPU", "frozen", "elmo_sentiment_128")
+    assert max(p["tokens"] for p in frozen) < shipped["tokens"]  # the run went on past its last milestone
 
 
 def _wrong_elmo_probe(data):

@@ -378,6 +378,12 @@ def _gpu_transfer(model: str) -> tuple[str, dict, dict]:
     return source, data, measured_checkpoint(data["checkpoint"]["sha256"], source)[1]
 
 
+def gpu_transfer_checkpoint(model: str) -> tuple[int, bool]:
+    """``(tokens it read, whether it is the shipped one)`` of the checkpoint ``gpu_transfer_<model>.json`` measured."""
+    _, data, report = _gpu_transfer(model)
+    return report["tokens_seen"], any(r["sha256"] == data["checkpoint"]["sha256"] for r, _ in shipped().values())
+
+
 def _best_probes(summary: list[dict], init: str, feature: str | None = None, sizes=None) -> list[dict]:
     """The probe summaries (at ``sizes``, or all) of the feature and layer that scored best at the most labels, for
     one init and, if given, one feature kind."""

@@ -249,11 +249,16 @@ def staged_pretraining_table():
 
 
 def lesson_checks_table(models: tuple[str, ...]):
-    """:func:`lmlib.course.results.lesson_checks` of each of ``models`` as one HTML table: the check, the
-    difference ± its standard error, the bar, and whether it holds."""
-    return html_table(["model", "check", "labels", "difference", "bar", "verdict"],
-                      [[results.GPU_NAMES[model][0], c["check"], f"{c['n_labels']:,}",
+    """:func:`lmlib.course.results.lesson_checks` of each of ``models`` as one HTML table: the GPU checkpoint
+    measured (the tokens it read, and whether it is the one lmlib/pretrained ships), the check, the difference ± its
+    standard error, the bar, and whether it holds."""
+    def checkpoint(model):
+        tokens, shipped = results.gpu_transfer_checkpoint(model)
+        return f"GPU, {tokens / 1e6:.1f}M tokens ({'shipped' if shipped else 'not shipped'})"
+
+    return html_table(["model", "checkpoint", "check", "labels", "difference", "bar", "verdict"],
+                      [[results.GPU_NAMES[model][0], checkpoint(model), c["check"], f"{c['n_labels']:,}",
                         mean_se(c["difference"], c["se"], 1, signed=True), f"≥ {c['bar']:+.2f}",
                         "holds" if c["holds"] else "falls short"]
                        for model in models for c in results.lesson_checks(model)],
-                      numeric=[False, False, True, True, True, False])
+                      numeric=[False, False, False, True, True, True, False])

@@ -183,7 +183,8 @@ def _elmo_cpu(n_labels: int) -> list[dict]:
                    "bow_elmo_transfer")]
 
 
-MILESTONE_PROBES = {"ELMo": "elmo_sentiment_128", "ULMFiT": "ulmfit_cpu_milestones"}  # bench_transfer_milestones.py
+# bench_transfer_milestones.py's result files: the CPU runs' milestones, then the shipped checkpoint
+MILESTONE_PROBES = {"ELMo": ("elmo_cpu_milestones", "elmo_sentiment_128"), "ULMFiT": ("ulmfit_cpu_milestones",)}
 PROBED = {"ELMo": "layer", "ULMFiT": "feature"}  # ELMo: its single layers (0, 1, 2); ULMFiT: concat pooling, embeddings
 
 
@@ -192,11 +193,14 @@ def _probed(model: str, feature) -> bool:
 
 
 def _milestone_probes(model: str, n_labels: int) -> list[dict]:
-    """Each checkpoint of ``MILESTONE_PROBES[model]``: the best single probed feature of the pretrained LM minus the
-    best of the same architecture at random init, both probed on the same reviews' head and tail, with the bag of
-    words on the same words. A shipped checkpoint's sha256 must be the shipped one's. A milestone's tokens include
-    those of the checkpoint its run started from."""
-    name = MILESTONE_PROBES[model]
+    """Each checkpoint of the files ``MILESTONE_PROBES[model]``: the best single probed feature of the pretrained LM
+    minus the best of the same architecture at random init, both probed on the same reviews' head and tail, with the
+    bag of words on the same words. A shipped checkpoint's sha256 must be the shipped one's. A milestone's tokens
+    include those of the checkpoint its run started from."""
+    return [p for name in MILESTONE_PROBES[model] for p in _probed_checkpoints(model, name, n_labels)]
+
+
+def _probed_checkpoints(model: str, name: str, n_labels: int) -> list[dict]:
     try:
         data = results.load(name)
     except FileNotFoundError:
@@ -349,12 +353,12 @@ def gains_figure(points: list[dict]):
 
 
 def probe_table(model: str = "ELMo"):
-    """The frozen-feature probes of ``MILESTONE_PROBES[model]`` as an HTML table: each probed feature of each
-    checkpoint, pretrained beside the same architecture at random init, and the bag of words on the same words,
-    mean ± standard error over seeds at each label count."""
+    """The frozen-feature probes of the shipped checkpoint (the last of ``MILESTONE_PROBES[model]``) as an HTML
+    table: each probed feature, pretrained beside the same architecture at random init, and the bag of words on the
+    same words, mean ± standard error over seeds at each label count."""
     from .tables import html_table
 
-    name = MILESTONE_PROBES[model]
+    name = MILESTONE_PROBES[model][-1]
     data = results.load(name)
     sizes = data["settings"]["sizes"]
 
