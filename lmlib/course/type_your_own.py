@@ -65,13 +65,14 @@ def text_view(render: Callable[[str], object], value: str, placeholder: str, des
 
 
 def show(output, *objects) -> None:
-    """Make the ipywidgets ``Output`` show ``objects`` (anything ``display`` takes): a view's first drawing, made
-    while its cell runs.
+    """Make the ipywidgets ``Output`` show ``objects`` (anything ``display`` takes), in place of what it showed:
+    a view's first drawing, while its cell runs, and every redraw.
 
-    The outputs are set as the widget's state, not captured with ``with output: display(...)``: under Voilà a
+    The outputs are set as the widget's state, not captured with ``with output: display(...)``. Under Voilà a
     capture during the cell can leave the cell's execute_reply unseen and the page stalled at "Executing N of M"
-    (voila-dashboards/voila#1428). Redraws after the cell keep the capture: Lab stacks a plotly figure given as
-    new state under the old one instead of replacing it."""
+    (voila-dashboards/voila#1428); after the cell, a capture makes the browser send the Output's contents back to
+    the kernel, and the echo of that state carries the PNG plotly caches in a drawn figure, which the browser then
+    shows as a bare image until the mouse passes over it."""
     output.outputs = tuple({"output_type": "display_data", "data": data, "metadata": metadata}
                            for data, metadata in map(_formatted, objects))
 
