@@ -23,8 +23,9 @@ PRETRAIN_MODELS = {
              "the WordPiece and the BERT (MLM + NSP) on IMDb's unlabelled reviews"),
 }
 DEFAULT_OUT = Path("pretrained-runs")
-# models whose shipped checkpoint is one their long run wrote on its way: model -> "module:name" of its rebuild command
-SHIPPED_FROM_RUNS = {"elmo": "lmlib.recipes.elmo:REBUILD"}
+# models whose shipped checkpoint a long run wrote (on its way, or at its end after stops): model -> "module:name" of
+# its rebuild command
+SHIPPED_FROM_RUNS = {"elmo": "lmlib.recipes.elmo:REBUILD", "ulmfit-imdb": "lmlib.recipes.ulmfit:IMDB_CPU_REBUILD"}
 # the line `pretrain --help` shows for several processes; tests/test_pretrain_cli.py launches its torchrun runs with it
 TORCHRUN_EXAMPLE = "torchrun --standalone --nproc_per_node=2 -m lmlib pretrain gpt --preset teach"
 
@@ -202,8 +203,8 @@ def _pretrain(args: argparse.Namespace) -> int:
                                     f"to overwrite it")
             shipped = _recorded_report(out)
             if "shipped_from" in shipped:  # put there by `ship` (lmlib.recipes.shipping.ship_checkpoint)
-                raise PretrainError(f"{out} holds a checkpoint shipped from a run stopped on its way, which no single "
-                                    f"run writes there; rebuild it with `{shipped.get('rebuild', '')}`")
+                raise PretrainError(f"{out} holds a checkpoint `lmlib ship` copied from a long run's folder, which no "
+                                    f"single run writes there; rebuild it with `{shipped.get('rebuild', '')}`")
             recorded = _recorded_preset(shipped)
             if preset != recorded or args.steps is not None or args.bf16 or overrides:
                 this = f"preset {preset} ({chosen_by})" if preset != recorded else "--steps, --set or --bf16"

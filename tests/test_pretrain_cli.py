@@ -192,10 +192,15 @@ def test_resume_with_nothing_to_resume_is_refused(runs, tmp_path, capsys):
     assert not (tmp_path / "empty").exists()
 
 
-def test_the_shipped_folders_are_written_only_by_the_full_recipe_named_with_out(capsys, monkeypatch):
-    # ULMFiT stage (b): a checkpoint this command's one-core recipe made (the GPU-pretrained ones are refused
-    # outright, below; ELMo's, shipped from a stopped run, too)
-    folder = ulmfit.IMDB_DIR
+def test_the_shipped_folders_are_written_only_by_the_full_recipe_named_with_out(capsys, monkeypatch, tmp_path):
+    # a shipped folder one whole run of this command's one-core recipe made, as ULMFiT's stage (b) was before its
+    # CPU run shipped (the GPU-pretrained ones are refused outright, below; those shipped by `ship`, too)
+    from lmlib.recipes import shipping
+
+    monkeypatch.setattr(shipping, "PRETRAINED_DIR", tmp_path / "pretrained")
+    folder = tmp_path / "pretrained" / "ulmfit_imdb"
+    folder.mkdir(parents=True)
+    (folder / "pretrain.json").write_text(json.dumps({"rebuild": ulmfit.IMDB_REBUILD, "sha256": {}}))
     before = {f.name: f.read_bytes() for f in folder.iterdir()}
     assert pretrain("ulmfit-imdb", folder) == 2
     assert "holds a shipped checkpoint: only its recorded recipe (--preset full" in capsys.readouterr().err
@@ -208,13 +213,14 @@ def test_the_shipped_folders_are_written_only_by_the_full_recipe_named_with_out(
 
 
 @pytest.mark.parametrize("preset", ["cpu", "full", "teach"])
-def test_a_folder_shipped_from_a_stopped_run_takes_no_pretrain_run(preset, capsys):
+@pytest.mark.parametrize("model, folder, rebuild", [("elmo", elmo.CHECKPOINT_DIR, elmo.REBUILD),
+                                                    ("ulmfit-imdb", ulmfit.IMDB_DIR, ulmfit.IMDB_CPU_REBUILD)])
+def test_a_folder_shipped_from_a_run_takes_no_pretrain_run(preset, model, folder, rebuild, capsys):
     # no single run writes what `lmlib ship` put there, whatever its preset: the refusal names the rebuild
-    before = {f.name: f.read_bytes() for f in elmo.CHECKPOINT_DIR.iterdir()}
-    line = refused(capsys, ["pretrain", "elmo", "--preset", preset, "--device", "cpu", "--out",
-                            str(elmo.CHECKPOINT_DIR)])
-    assert elmo.REBUILD in line and "lmlib ship elmo" in elmo.REBUILD
-    assert {f.name: f.read_bytes() for f in elmo.CHECKPOINT_DIR.iterdir()} == before
+    before = {f.name: f.read_bytes() for f in folder.iterdir()}
+    line = refused(capsys, ["pretrain", model, "--preset", preset, "--device", "cpu", "--out", str(folder)])
+    assert rebuild in line and f"lmlib ship {model}" in rebuild
+    assert {f.name: f.read_bytes() for f in folder.iterdir()} == before
 
 
 @pytest.fixture

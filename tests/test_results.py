@@ -303,8 +303,9 @@ def test_staged_pretraining_rows_pair_each_gpu_checkpoint_with_the_one_its_repor
     assert rows["bert_mlm_imdb"]["gpu_value"] == mlm["valid"]["mlm_accuracy"]
     for folder, (report, where) in results.staged().items():
         target = results.shipped_report(report["candidate_for"])
-        if "replaced" not in target:  # staged beside the shipped CPU checkpoint
-            assert rows[folder]["shipped"] == "CPU" and rows[folder]["cpu_tokens"] == target["tokens_seen"]
+        if not results.gpu_made(target):  # staged beside the shipped CPU checkpoint (ULMFiT's: a run that went on from it)
+            assert rows[folder]["shipped"] == "CPU" and rows[folder]["cpu_tokens"] == results.tokens_read(target)
+            assert rows[folder]["cpu_value"] == results.field(target, report["held_out_metric"]["field"])
         if "parameters" not in report:  # counted from the weights
             weights = load_file(str(where / f"{folder}.safetensors"))
             assert rows[folder]["gpu_tokens_per_parameter"] == pytest.approx(

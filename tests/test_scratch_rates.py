@@ -69,7 +69,8 @@ def test_balanced_subset_by_hand():
 def test_replace_swaps_one_variants_rows_and_keeps_the_rest(tmp_path, monkeypatch):
     row = dict(max_len=128, n_test=10)
     def made(variant, max_len):  # a part's record: its variant and its settings
-        return {"variant": variant, "vocab_words_sha": "w", "settings": {"max_len": max_len}}
+        return {"variant": variant, "vocab_words_sha": "w", "settings": {"max_len": max_len}, "what": "the curve",
+                "vocab_size": 5}
 
     committed = {"checkpoint": {"imdb_sha256": "abc"}, "parts": [made("ulmfit", 128), made("ulmfit", 512),
                                                                 made("scratch", 128)],
@@ -102,6 +103,13 @@ def test_replace_swaps_one_variants_rows_and_keeps_the_rest(tmp_path, monkeypatc
     assert [(p["variant"], p["settings"]["max_len"], p.get("note")) for p in out["parts"]] == [
         ("ulmfit", 128, None), ("scratch", 128, None), ("ulmfit", 512, "new")]
     assert ("ulmfit", 100, 0, 0.6) in [(r["variant"], r["n_labels"], r["seed"], r["accuracy"]) for r in out["rows"]]
+    merged = tmp_path / "merged.json"  # a whole curve merged from its parts keeps each part's rate sweep too
+    monkeypatch.setattr(UL, "RESULTS", merged)
+    UL.merge([part, longer])
+    out = json.loads(merged.read_text())
+    assert out["rate_sweeps"] == {"scratch": {"chosen": 0.003}} and "sweep" not in out["parts"][0]
+    assert out["checkpoint"]["imdb_sha256"] == "abc" and len(out["rows"]) == 3
+    monkeypatch.setattr(UL, "RESULTS", results)
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"variant": "scratch", "vocab_words_sha": "other", "checkpoint": None, "rows": []}))
     before = results.read_text()

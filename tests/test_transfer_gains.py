@@ -34,8 +34,8 @@ def test_every_checkpoint_measured_is_a_point(points):
     seen = {(p["model"], p["budget"]) for p in points}
     assert seen == {(m, b) for m in ("GPT", "BERT", "ELMo", "ULMFiT") for b in ("CPU", "GPU")}
     assert {(p["model"], p["budget"]) for p in points if p["kind"] == "frozen"} >= {("ELMo", "CPU"), ("ELMo", "GPU")}
-    tokens = {(p["model"], p["budget"]): p["tokens"] for p in points if p["source"] != "ulmfit_cpu_milestones"
-              and not p["source"].startswith("ulmfit_stage_c_")}  # the checkpoints first shipped and the GPU runs
+    tokens = {(p["model"], p["budget"]): p["tokens"] for p in points if p["source"] not in ("ulmfit_cpu_milestones",
+              "ulmfit_imdb") and not p["source"].startswith("ulmfit_stage_c_")}  # the checkpoints first shipped, GPU runs
     assert tokens[("GPT", "GPU")] == results.load("gpu_transfer_gpt")["checkpoint"]["tokens_seen"]
     assert tokens[("GPT", "CPU")] == results.load("gpt_finetune_short_pretraining")["checkpoint_report"]["tokens_seen"]
     assert tokens[("ULMFiT", "GPU")] == results.load("gpu_transfer_ulmfit")["checkpoint"]["tokens_seen"]
@@ -53,9 +53,14 @@ def test_fine_tuned_gains_are_the_files_differences(points):
         p = _pick(points, model, budget, "fine-tuned")
         assert p["gain"] == pytest.approx(a["mean"] - b["mean"]) and p["source"] == name
         assert p["se"] == pytest.approx(math.hypot(a["se"], b["se"]))
-    a = _summary("ulmfit_imdb", 1000, variant="ulmfit", max_len=128)
-    b = _summary("ulmfit_imdb", 1000, variant="scratch", max_len=128)
-    assert _pick(points, "ULMFiT", "CPU", "fine-tuned", "ulmfit_imdb")["gain"] == pytest.approx(a["mean"] - b["mean"])
+    for name in ("ulmfit_imdb", "ulmfit_imdb_short_pretraining"):  # the shipped stage (b) and the one it replaced
+        a = _summary(name, 1000, variant="ulmfit", max_len=128)
+        b = _summary(name, 1000, variant="scratch", max_len=128)
+        assert _pick(points, "ULMFiT", "CPU", "fine-tuned", name)["gain"] == pytest.approx(a["mean"] - b["mean"])
+    shipped, replaced = (_pick(points, "ULMFiT", "CPU", "fine-tuned", name)["tokens"]
+                         for name in ("ulmfit_imdb", "ulmfit_imdb_short_pretraining"))
+    assert shipped == results.tokens_read(results.shipped_report("ulmfit_imdb")) > 50 * replaced
+    assert replaced == results.load("ulmfit_imdb_short_pretraining")["checkpoint_report"]["tokens_seen"]
 
 
 def test_frozen_gain_is_best_layer_minus_random_best(points):

@@ -398,24 +398,28 @@ def test_stage_b_checkpoint_is_small_fp16_verified_and_made_by_the_recipe_in_the
 
     from safetensors import safe_open
 
-    from lmlib.recipes.ulmfit import IMDB_DIR, IMDB_RECIPE, ptb_vocab
+    from lmlib.recipes.pretraining import plan
+    from lmlib.recipes.ulmfit import IMDB_CPU, IMDB_CPU_REBUILD, IMDB_DIR, IMDB_GPU, IMDB_RECIPE, IMDB_TEACH, ptb_vocab
 
     report = json.loads((IMDB_DIR / "pretrain.json").read_text())
     weights = IMDB_DIR / "ulmfit_imdb.safetensors"
     assert weights.stat().st_size <= 10 * 1024 * 1024
     for name, recorded in report["sha256"].items():
         assert hashlib.sha256((IMDB_DIR / name).read_bytes()).hexdigest() == recorded, name
-    assert report["recipe"] == json.loads(json.dumps(IMDB_RECIPE)), "rerun `python -m lmlib pretrain ulmfit-imdb --preset full`"
-    # made from the stage (a) shipped then: today's, or the one it replaced (archived with its pretrain.json)
-    from lmlib.course.results import short_pretraining_report
-
-    stage_a = [json.loads((PRETRAINED_DIR / "pretrain.json").read_text()), short_pretraining_report("awd_lstm_ptb")]
-    made_from = [r for r in stage_a if r["sha256"]["awd_lstm_ptb.safetensors"] == report["stage_a"]["sha256"]]
-    assert len(made_from) == 1 and made_from[0]["tokens_seen"] == report["stage_a"]["tokens_seen"]
-    assert made_from[0]["test_ppl"] == report["stage_a"]["ptb_test_ppl"]
-    readme_b = (IMDB_DIR / "README.md").read_text()
-    assert report["stage_a"]["sha256"][:16] in readme_b and f"{report['stage_a']['tokens_seen']:,}" in readme_b
-    assert report["tokens_seen"] == IMDB_RECIPE["steps"] * IMDB_RECIPE["batch_size"] * IMDB_RECIPE["bptt"]
+    # the cpu preset's whole run, shipped by `lmlib ship` from the folder its rebuild names
+    recipe, _, _ = plan("cpu", None, IMDB_RECIPE, {}, IMDB_TEACH, gpu=IMDB_GPU, cpu=IMDB_CPU)
+    assert report["recipe"] == json.loads(json.dumps(recipe)), "rerun `python -m lmlib pretrain ulmfit-imdb --preset cpu`"
+    assert report["rebuild"] == IMDB_CPU_REBUILD and report["shipped_from"] in IMDB_CPU_REBUILD
+    assert report["steps"] == recipe["steps"] and report["tokens_seen"] == recipe["steps"] * recipe["batch_size"] * recipe["bptt"]
+    # it went on from the stage (b) LM its recipe names, which was fine-tuned from the stage (a) shipped today
+    start = json.loads((_repo(recipe["start"]) / "pretrain.json").read_text())
+    assert report["start"] == {"sha256": start["sha256"]["ulmfit_imdb.safetensors"], "tokens_seen": start["tokens_seen"]}
+    stage_a = json.loads((PRETRAINED_DIR / "pretrain.json").read_text())
+    assert report["stage_a"]["sha256"] == start["stage_a"]["sha256"] == stage_a["sha256"]["awd_lstm_ptb.safetensors"]
+    readme = (IMDB_DIR / "README.md").read_text()
+    assert report["stage_a"]["sha256"][:16] in readme and f"{report['stage_a']['tokens_seen']:,}" in readme
+    assert report["start"]["sha256"][:16] in readme and f"{report['start']['tokens_seen']:,}" in readme
+    assert f"{report['tokens_seen']:,}" in readme
     lm, vocab = load_pretrained(IMDB_DIR)
     ptb = ptb_vocab()
     assert vocab.itos[: len(ptb)] == ptb.itos and len(vocab) == len(ptb) + IMDB_RECIPE["max_new"] == lm.config.vocab_size
@@ -423,11 +427,16 @@ def test_stage_b_checkpoint_is_small_fp16_verified_and_made_by_the_recipe_in_the
         assert {fh.get_slice(k).get_dtype() for k in fh.keys()} == {"F16"}
     # stage (b) did what it is for: in-domain perplexity fell
     assert report["after"]["imdb_held_out_ppl"] < report["before"]["imdb_held_out_ppl"]
-    readme = (IMDB_DIR / "README.md").read_text()
     for sha in report["sha256"].values():
         assert sha in readme
     for key in ("imdb_held_out_ppl", "ptb_test_ppl"):
         assert f"{report['before'][key]:,.1f}" in readme and f"{report['after'][key]:,.1f}" in readme
+
+
+def _repo(path: str):
+    from pathlib import Path
+
+    return Path(__file__).resolve().parents[1] / path
 
 
 @IMDB_SHIPPED

@@ -184,28 +184,33 @@ def pretraining_loss_curves(checkpoint: str) -> dict[str, tuple[list[float], lis
     }
 
 
+def gpu_made(report: dict) -> bool:
+    """Whether the run that wrote this ``pretrain.json`` ran on a GPU (``run.device``; a CPU run records none or cpu)."""
+    return (report.get("run") or {}).get("device") == "cuda"
+
+
 def staged_pretraining_rows() -> list[dict]:
     """Each GPU-pretrained checkpoint beside the CPU checkpoint it replaced (``replaced``) or is measured against
     (``candidate_for``, or the one that replaced), most tokens first. Rows: ``checkpoint``, ``shipped`` (``"GPU"``,
     ``"CPU"``, or neither when another GPU checkpoint ships), ``metric`` (``held_out_metric``), ``gpu_tokens``,
     ``gpu_tokens_per_parameter``, ``gpu_seconds``, ``device``, ``gpu_value``, ``cpu_tokens``, ``cpu_value``."""
     rows = []
-    candidates = [(name, *entry) for name, entry in shipped().items() if "replaced" in entry[0]] + \
+    candidates = [(name, *entry) for name, entry in shipped().items() if "replaced" in entry[0] and gpu_made(entry[0])] + \
                  [(name, *entry) for name, entry in staged().items() if "candidate_for" in entry[0]]
     for name, gpu, folder in candidates:
         target = gpu.get("candidate_for")
         if target is None:
             cpu, ships = short_pretraining_report(name), "GPU"
-        elif "replaced" in shipped_report(target):
+        elif gpu_made(shipped_report(target)):
             cpu, ships = short_pretraining_report(target), f"neither ({target} from the GPU)"
-        else:
+        else:  # the CPU checkpoint that ships (a CPU run may have gone on from this one)
             cpu, ships = shipped_report(target), "CPU"
         metric = gpu["held_out_metric"]
         per_parameter = gpu.get("tokens_per_parameter") or gpu["tokens_seen"] / _parameters(gpu, folder)
         rows.append(dict(checkpoint=name, shipped=ships, metric=metric["name"], gpu_tokens=gpu["tokens_seen"],
                          gpu_tokens_per_parameter=per_parameter, gpu_seconds=gpu["train_seconds"],
                          device=gpu["run"]["device_name"], gpu_value=field(gpu, metric["field"]),
-                         cpu_tokens=cpu["tokens_seen"], cpu_value=field(cpu, metric["field"])))
+                         cpu_tokens=tokens_read(cpu), cpu_value=field(cpu, metric["field"])))
     return sorted(rows, key=lambda r: -r["gpu_tokens"])
 
 

@@ -74,8 +74,9 @@ def against_scratch(summary: Sequence[Mapping], n_test: int, max_len: int, varia
     return rows
 
 
-def against_scratch_table(summary: Sequence[Mapping], n_test: int, max_len: int, variant: str = "ulmfit"):
-    """:func:`against_scratch` as an HTML table."""
+def against_scratch_table(summary: Sequence[Mapping], n_test: int, max_len: int, variant: str = "ulmfit",
+                          lm: str | None = None):
+    """:func:`against_scratch` as an HTML table; ``lm`` names the stage (b) LM in the caption."""
     from .tables import html_table, mean_se
 
     name = variant_name(variant)
@@ -86,8 +87,8 @@ def against_scratch_table(summary: Sequence[Mapping], n_test: int, max_len: int,
           f"{r['difference']:+.3f} ± {r['se']:.3f}", r["verdict"]]
          for r in against_scratch(summary, n_test, max_len, variant)],
         numeric=[True, True, True, True, False],
-        caption=f"{name} against the same classifier from random weights at its own rate, on {n_test:,} test reviews "
-                "(± one standard error; a verdict only beyond two)")
+        caption=f"{name} against the same classifier from random weights at its own rate, on {n_test:,} test reviews"
+                f"{f', stage (b) LM: {lm}' if lm else ''} (± one standard error; a verdict only beyond two)")
 
 
 def curve_reading(summary: Sequence[Mapping], n_test: int, max_len: int, variant: str = "ulmfit") -> str:

@@ -172,6 +172,9 @@ def finetune_lm(model: AWDLSTMLanguageModel, ids: torch.Tensor, epochs: int = 1,
 IMDB_DIR = PRETRAINED_DIR / "ulmfit_imdb"
 IMDB_NAME = "ulmfit_imdb"
 IMDB_REBUILD = "python -m lmlib pretrain ulmfit-imdb --preset full --device cpu --out lmlib/pretrained/ulmfit_imdb"
+# what remakes the shipped stage (b): the cpu preset's whole run, over as many sessions as it takes, then `ship`
+IMDB_CPU_REBUILD = ("python -m lmlib pretrain ulmfit-imdb --preset cpu --out pretrained-runs/cpu/ulmfit_imdb (the same "
+                    "with --resume after any stop), then python -m lmlib ship ulmfit-imdb pretrained-runs/cpu/ulmfit_imdb")
 # Dropouts for stages (b) and (c): the pretraining ones were tuned for 6.7M PTB tokens; fine-tuning on less
 # text with a bigger vocabulary needs more.
 FINETUNE_DROPOUTS = dict(embed_p=0.05, input_p=0.25, hidden_p=0.15, weight_p=0.2, output_p=0.25)

@@ -216,7 +216,8 @@ def merge(paths: list[Path]) -> None:
                   k: dict(zip(("init", "gradual", "factor", "schedule"), v)) for k, v in VARIANTS.items()},
               "checkpoint": {"imdb_sha256": shas.pop() if shas else None}, "vocab_size": parts[0]["vocab_size"],
               "summary": summarize(rows), "rows": rows,
-              "parts": [{k: v for k, v in p.items() if k not in ("rows", "what")} for p in parts]}
+              "parts": [{k: v for k, v in p.items() if k not in ("rows", "what", "sweep")} for p in parts],
+              "rate_sweeps": {p["variant"]: p["sweep"] for p in parts if "sweep" in p}}
     write_result(RESULTS, result)
     print(f"wrote {RESULTS}: {len(rows)} rows")
 
