@@ -115,12 +115,18 @@ JS_FOCUSED_FIGURE = r"""() => {
 }"""
 
 
-def figures_drawn(page, timeout_s: float = 30) -> list[str]:
-    """Wait until every plotly figure on the page is drawn (a view redrawn by a control draws its figure anew); one
-    still shown as plotly's cached image gets the pointer passed over it, which makes the renderer draw it."""
+def _still_drawing(page, timeout_s: float) -> int:
+    """How many plotly figures are not drawn yet, after waiting up to ``timeout_s`` for none."""
     deadline = time.time() + timeout_s
     while (drawing := page.evaluate(JS_PAGE)["drawing"]) and time.time() < deadline:
         page.wait_for_timeout(200)
+    return drawing
+
+
+def figures_drawn(page, timeout_s: float = 30) -> list[str]:
+    """Wait until every plotly figure on the page is drawn (a view redrawn by a control draws its figure anew); one
+    still shown as plotly's cached image gets the pointer passed over it, which makes the renderer draw it."""
+    drawing = _still_drawing(page, timeout_s)
     cached = [i for i, (graph, shown, src) in enumerate(page.evaluate(JS_PAGE)["plotlyState"]) if shown and src > 0]
     for i in cached:  # the pointer onto the image (its mouseenter draws the graph, which then covers it)
         image = page.locator(".jp-RenderedPlotly").nth(i).locator("img.plot-img")
@@ -130,9 +136,7 @@ def figures_drawn(page, timeout_s: float = 30) -> list[str]:
         if box:
             page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     if cached:
-        deadline = time.time() + 15
-        while (drawing := page.evaluate(JS_PAGE)["drawing"]) and time.time() < deadline:
-            page.wait_for_timeout(200)
+        drawing = _still_drawing(page, 15)
         warnings.warn(f"{len(cached)} plotly figures were shown as the image plotly cached (no alt text) until the "
                       f"pointer passed over them; {'all' if not drawing else 'not all'} were then drawn", stacklevel=2)
     if not drawing:
