@@ -365,6 +365,7 @@ def deck_html(nb: dict, name: str, converter, timing: dict | None, static: str =
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{html.escape(title)}: slides</title>
+<link rel="icon" href="{static}lmlib-favicon.svg" type="image/svg+xml">
 <link rel="stylesheet" href="{static}reveal.js/reveal.css">
 <link rel="stylesheet" href="{static}reveal.js/theme/white.css">
 <link rel="stylesheet" href="{static}lmlib-site.css">

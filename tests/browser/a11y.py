@@ -9,7 +9,9 @@ The two colour rules (color-contrast, link-in-text-block) cost most of axe's tim
 listings make thousands of text elements that share a few styles. They run on a sample: one element for each
 distinct look (text colour, background colour, font size and weight, and the classes of the element and its
 two ancestors); elements that look the same in the same surroundings have the same contrast. Every other rule
-runs on the whole page. ``sample=False`` runs the colour rules on every element too.
+runs on the whole page, in the same axe run (each run walks the whole page once before its rules start): the
+colour rules' selectors are narrowed to the sample for that run. ``sample=False`` runs the colour rules on every
+element too.
 """
 
 from __future__ import annotations
@@ -50,6 +52,15 @@ JS_RUN = """([context, options]) => axe.run(context, options).then(r => r.violat
   nodes: v.nodes.map(n => ({target: n.target.join(' '), summary: (n.failureSummary || '').slice(0, 300)}))})))"""
 
 
+# The colour rules' selectors for a sampled run: a sampled element and what it holds (axe's own selectors are "*"
+# and links); axe's matches() still decides which of those the rule applies to.
+SAMPLED_SELECTORS = {
+    "color-contrast": "[data-axe-sample], [data-axe-sample] *",
+    "link-in-text-block": "a[href][data-axe-sample], [data-axe-sample] a[href], "
+                          "[role=link][data-axe-sample], [data-axe-sample] [role=link]",
+}
+
+
 def violations(page, context: str | None = None, sample: bool = True) -> list[dict]:
     """axe's violations of the WCAG 2.1 A/AA rules on the page (or within ``context``, a CSS selector)."""
     if not page.evaluate("() => typeof window.axe !== 'undefined'"):
@@ -57,13 +68,16 @@ def violations(page, context: str | None = None, sample: bool = True) -> list[di
     rules = page.evaluate("(tags) => axe.getRules(tags).filter(r => !r.tags.includes('experimental'))"
                           ".map(r => r.ruleId)", WCAG_TAGS)
     where = {"include": [[context]]} if context else {"exclude": []}
-    found = page.evaluate(JS_RUN, [where, {"runOnly": {"type": "rule", "values": [
-        r for r in rules if not sample or r not in COLOUR_RULES]}, "resultTypes": ["violations"]}])
-    if sample:
-        page.evaluate(JS_SAMPLE, context)
-        found += page.evaluate(JS_RUN, [{"include": [["[data-axe-sample]"]]}, {"runOnly": {
-            "type": "rule", "values": [r for r in rules if r in COLOUR_RULES]}, "resultTypes": ["violations"]}])
-    return found
+    options = {"runOnly": {"type": "rule", "values": rules}, "resultTypes": ["violations"]}
+    if not sample:
+        return page.evaluate(JS_RUN, [where, options])
+    page.evaluate(JS_SAMPLE, context)
+    page.evaluate("(sel) => axe.configure({rules: Object.entries(sel).map(([id, selector]) => ({id, selector}))})",
+                  SAMPLED_SELECTORS)
+    try:
+        return page.evaluate(JS_RUN, [where, options])
+    finally:
+        page.evaluate("() => axe.reset()")   # the rules' own selectors again, for a later run on this page
 
 
 def audit(page, context: str | None = None, sample: bool = True, known: dict[str, str] | None = None) -> list[str]:

@@ -123,9 +123,10 @@ def _still_drawing(page, timeout_s: float) -> int:
     return drawing
 
 
-def figures_drawn(page, timeout_s: float = 30) -> list[str]:
+def figures_drawn(page, timeout_s: float = 30, pointer_timeout_s: float = 15) -> list[str]:
     """Wait until every plotly figure on the page is drawn (a view redrawn by a control draws its figure anew); one
-    still shown as plotly's cached image gets the pointer passed over it, which makes the renderer draw it."""
+    still shown as plotly's cached image gets the pointer passed over it, which makes the renderer draw it (given
+    ``pointer_timeout_s`` more)."""
     drawing = _still_drawing(page, timeout_s)
     cached = [i for i, (graph, shown, src) in enumerate(page.evaluate(JS_PAGE)["plotlyState"]) if shown and src > 0]
     for i in cached:  # the pointer onto the image (its mouseenter draws the graph, which then covers it)
@@ -136,7 +137,7 @@ def figures_drawn(page, timeout_s: float = 30) -> list[str]:
         if box:
             page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     if cached:
-        drawing = _still_drawing(page, 15)
+        drawing = _still_drawing(page, pointer_timeout_s)
         warnings.warn(f"{len(cached)} plotly figures were shown as the image plotly cached (no alt text) until the "
                       f"pointer passed over them; {'all' if not drawing else 'not all'} were then drawn", stacklevel=2)
     if not drawing:
@@ -224,7 +225,7 @@ def test_a_figure_shown_as_its_cached_image_is_drawn_by_the_pointer_or_reported(
             assert page.evaluate(JS_PAGE)["plotlyState"] == [[True, False, len(PNG)]]
             page.set_content(f"<html><body>{CACHED.replace('DRAW', '')}</body></html>")  # the pointer draws nothing
             with pytest.warns(UserWarning, match="not all were then drawn"):
-                problems = figures_drawn(page, timeout_s=0.5)
+                problems = figures_drawn(page, timeout_s=0.5, pointer_timeout_s=0.5)
             assert len(problems) == 1 and "1 plotly figures still not drawn" in problems[0]
         finally:
             browser.close()

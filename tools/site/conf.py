@@ -38,6 +38,7 @@ html_show_sphinx = False
 html_context = {"default_mode": "light"}
 html_css_files = ["lmlib-site.css"]
 html_js_files = [("lmlib-site.js", {"defer": "defer"})]
+html_favicon = "static/lmlib-favicon.svg"   # a page without one makes the browser ask for /favicon.ico, a 404
 html_static_path = ["static"]    # plus the build's copies of plotly.js and MathJax (confoverrides)
 
 
