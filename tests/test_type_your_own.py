@@ -160,3 +160,59 @@ def test_a_views_first_drawing_puts_a_plotly_figure_inside_its_output_not_in_the
     monkeypatch.setattr(pio.renderers, "default", "")  # no renderer (a plain script): refused, not shown empty
     with pytest.raises(ValueError, match="nothing to show"):
         Y.show(out, go.Figure())
+
+
+class _Kernel:
+    """Enough of IPython in a kernel for an ipywidgets ``Output`` to capture: a parent message, a traceback shown."""
+
+    kernel = object()
+
+    def __init__(self):
+        self.tracebacks = []
+
+    def get_parent(self):
+        return {"header": {"msg_id": "the-slider-move"}}
+
+    def set_parent(self, parent):
+        pass
+
+    def showtraceback(self, exc_tuple, tb_offset=0):
+        self.tracebacks.append(exc_tuple[0].__name__)
+
+
+def test_a_redraw_sets_the_drawing_as_state_and_captures_only_an_error(monkeypatch):
+    """A capture (``with output``) makes the browser send the Output's contents back with the redraw's
+    messages, and their echo can bring a figure back as an image: a redraw must not capture, an error must
+    (its traceback shows under the view)."""
+    import ipywidgets as widgets
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.display import HTML
+    from ipywidgets.widgets import widget_output
+
+    from lmlib.course import demos
+
+    InteractiveShell.instance()
+    kernel = _Kernel()
+    monkeypatch.setattr(widget_output, "get_ipython", lambda: kernel)
+    view = demos.stlr_widget()
+    out = view.children[-1]
+    assert isinstance(out, widgets.Output)
+    captured = []
+    out.observe(lambda change: captured.append(change["new"]), names="msg_id")
+    before = out.outputs
+    view.children[0].children[0].children[0].value = 2000   # T moves
+    assert out.outputs != before and "cut = ⌊2000" in out.outputs[-1]["data"]["text/html"]
+    assert captured == [], "the redraw captured the Output (with output:)"
+
+    def broken(text):
+        if text == "boom":
+            raise RuntimeError(text)
+        return HTML(text)
+
+    box = Y.text_view(broken, "fine", "type", "text")
+    out = box.children[1]
+    out.observe(lambda change: captured.append(change["new"]), names="msg_id")
+    box.children[0].value = "also fine"
+    assert captured == [] and out.outputs[0]["data"]["text/html"] == "also fine"
+    box.children[0].value = "boom"   # shown as a traceback under the box, raised no further
+    assert kernel.tracebacks == ["RuntimeError"] and captured == ["the-slider-move", ""]

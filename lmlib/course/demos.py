@@ -15,7 +15,7 @@ def _redrawn(controls: dict, draw, layout):
     redrawn whenever a control changes."""
     import ipywidgets as widgets
 
-    from lmlib.course.type_your_own import show
+    from lmlib.course.type_your_own import redraw, show
 
     output = widgets.Output()  # Lab does not redraw a plotly figure sent as a display update: redraw into an Output
 
@@ -23,8 +23,7 @@ def _redrawn(controls: dict, draw, layout):
         return draw(**{name: w.value for name, w in controls.items()})
 
     def moved(_change):  # after the cell, when the browser moves a control
-        with output:  # an error in the redraw shows as its traceback under the controls
-            show(output, *drawn())
+        redraw(output, drawn)  # an error in the redraw shows as its traceback under the controls
 
     for control in controls.values():
         control.observe(moved, names="value")

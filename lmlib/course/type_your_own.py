@@ -56,8 +56,7 @@ def text_view(render: Callable[[str], object], value: str, placeholder: str, des
             return HTML(f"<p style='color:#b5400a'>{MESSAGE} {html.escape(str(err))}</p>")
 
     def typed(_change):  # run when the browser sends the new text, after the cell
-        with out:  # an error in the redraw shows as its traceback under the box
-            show(out, shown())
+        redraw(out, lambda: (shown(),))
 
     box.observe(typed, names="value")
     show(out, shown())  # the first drawing, during the cell: not captured (see show); an error is the cell's
@@ -72,9 +71,24 @@ def show(output, *objects) -> None:
     capture during the cell can leave the cell's execute_reply unseen and the page stalled at "Executing N of M"
     (voila-dashboards/voila#1428); after the cell, a capture makes the browser send the Output's contents back to
     the kernel, and the echo of that state carries the PNG plotly caches in a drawn figure, which the browser then
-    shows as a bare image until the mouse passes over it."""
+    shows as a bare image until the mouse passes over it (see :func:`redraw`)."""
     output.outputs = tuple({"output_type": "display_data", "data": data, "metadata": metadata}
                            for data, metadata in map(_formatted, objects))
+
+
+def redraw(output, make: Callable[[], Sequence]) -> None:
+    """Show the objects ``make()`` returns in ``output``, after the cell (a control moved, a text submitted).
+
+    Only an error is captured (``with output``), so that its traceback shows under the view. A capture registers a
+    hook in the browser that sends the Output's contents back to the kernel for each message the redraw causes,
+    the new drawing's own state among them. What it sends is the drawing on the page, with the PNG plotly caches
+    in a drawn figure; the kernel's echo of it can bring that drawing back as a bare image (no alt text, live only
+    once the pointer enters it). A drawing is set as state (see :func:`show`)."""
+    try:
+        show(output, *make())
+    except Exception:
+        with output:   # in a kernel the Output shows the traceback and the error goes no further
+            raise
 
 
 def _formatted(obj) -> tuple[dict, dict]:
