@@ -69,9 +69,8 @@ def show(output, *objects) -> None:
 
     The outputs are set as the widget's state, not captured with ``with output: display(...)``. Under Voilà a
     capture during the cell can leave the cell's execute_reply unseen and the page stalled at "Executing N of M"
-    (voila-dashboards/voila#1428); after the cell, a capture makes the browser send the Output's contents back to
-    the kernel, and the echo of that state carries the PNG plotly caches in a drawn figure, which the browser then
-    shows as a bare image until the mouse passes over it (see :func:`redraw`)."""
+    (voila-dashboards/voila#1428); after the cell, a capture can bring a drawn figure back as a bare image (see
+    :func:`redraw`)."""
     output.outputs = tuple({"output_type": "display_data", "data": data, "metadata": metadata}
                            for data, metadata in map(_formatted, objects))
 

@@ -29,8 +29,6 @@ def axe_script() -> str:
     return Axe().axe_script
 
 
-COLOUR_RULES = ["color-contrast", "link-in-text-block"]
-
 JS_SAMPLE = """(root) => {
   const scope = root ? document.querySelector(root) : document.body;
   document.querySelectorAll('[data-axe-sample]').forEach(el => el.removeAttribute('data-axe-sample'));
@@ -52,8 +50,8 @@ JS_RUN = """([context, options]) => axe.run(context, options).then(r => r.violat
   nodes: v.nodes.map(n => ({target: n.target.join(' '), summary: (n.failureSummary || '').slice(0, 300)}))})))"""
 
 
-# The colour rules' selectors for a sampled run: a sampled element and what it holds (axe's own selectors are "*"
-# and links); axe's matches() still decides which of those the rule applies to.
+# The two colour rules, and their selectors for a sampled run: a sampled element and what it holds (axe's own
+# selectors are "*" and links); axe's matches() still decides which of those the rule applies to.
 SAMPLED_SELECTORS = {
     "color-contrast": "[data-axe-sample], [data-axe-sample] *",
     "link-in-text-block": "a[href][data-axe-sample], [data-axe-sample] a[href], "

@@ -6,8 +6,8 @@ figure draws nothing (a ``.js-plotly-plot`` without ``.main-svg``, or a stored f
 view has no SVG drawing, an image is broken (naturalWidth 0) or missing (an SVG diagram the notebook shows), a math
 element is left untypeset, a widget view is missing or shows its plain-text stand-in, or the launch link is not the
 README's Binder address for that notebook; the test fails if any request leaves 127.0.0.1 (every other request is
-recorded, and fails inside the browser, whose resolver knows no other host). One notebook page is also opened from disk (file://), as a class
-without a server would. The site's navigation must follow the course order and its search must find a word.
+recorded, and fails inside the browser, whose resolver knows no other host). One notebook page is also opened from
+disk (file://), as a class without a server would. The site's navigation must follow the course order and its search must find a word.
 ``test_the_checks_catch_a_broken_page`` shows each check firing on a page broken on purpose.
 
 Every page is also audited by axe-core (a11y.py: WCAG 2.1 A/AA, no serious or critical violation), and every slide
